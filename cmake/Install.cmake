@@ -1,0 +1,27 @@
+# install(): the header, both libraries, a CMake package (find_package(uvtw)
+# gives uvtw::uvtw and uvtw::uvtw_static) and uvtw.pc.
+include(CMakePackageConfigHelpers)
+
+install(FILES include/uvtw.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS uvtw uvtw_static EXPORT uvtwTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+set(UVTW_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/uvtw)
+install(EXPORT uvtwTargets NAMESPACE uvtw:: DESTINATION ${UVTW_CMAKE_DIR})
+configure_package_config_file(cmake/uvtwConfig.cmake.in
+    ${CMAKE_CURRENT_BINARY_DIR}/uvtwConfig.cmake
+    INSTALL_DESTINATION ${UVTW_CMAKE_DIR})
+write_basic_package_version_file(
+    ${CMAKE_CURRENT_BINARY_DIR}/uvtwConfigVersion.cmake
+    COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/uvtwConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/uvtwConfigVersion.cmake
+              cmake/uvtwLibuv.cmake
+        DESTINATION ${UVTW_CMAKE_DIR})
+
+configure_file(cmake/uvtw.pc.in ${CMAKE_CURRENT_BINARY_DIR}/uvtw.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/uvtw.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

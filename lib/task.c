@@ -1,0 +1,824 @@
+/* Cross-thread tasks.
+ *
+ * A task is a node from a per-wheel pool.  Its life:
+ *
+ *   producer: pop a free node (lock-free), fill it, push it on the
+ *             submission stack; the push that finds the stack empty sends
+ *             the one uv_async_send of that batch.
+ *   loop:     the async callback takes the whole stack, reverses it (FIFO)
+ *             and files each task's timer in the wheel, for the deadline
+ *             "uv_hrtime at submit + delay".
+ *   loop:     the driver pass pops the timer; the task runs on the loop, or
+ *             goes to uv_queue_work and comes back in after_work.
+ *
+ * The state word.  Each node has one atomic word: generation << 32 | INQ |
+ * state.  Every transition is one CAS on it, so a cancel and an expiry (or
+ * close) racing for the same task see exactly one winner, and a stale id,
+ * whose generation no longer matches, changes nothing.  The generation
+ * grows each time the node is freed; a node whose generation would wrap is
+ * retired instead of reused, so an id is never reused at all.
+ *
+ *   PENDING   waiting (in the stack, the wheel, or between pool runs)
+ *   QUEUED    handed to uv_queue_work, not started
+ *   RUNNING   callback executing
+ *   STOPPING  running, and a cancel from another thread returned EBUSY
+ *   CANCELLED ended by a cancel that returned 0
+ *   DONE      ended by its (last) run
+ *   CLOSED    owed its final UV_ECANCELED call (wheel closing)
+ *   FREE      in the free list
+ *
+ *   cancel: PENDING/QUEUED -> CANCELLED (0); RUNNING -> STOPPING (EBUSY), or
+ *           from the task's own callback: repeating -> CANCELLED (0),
+ *           one-shot unchanged (ENOENT); anything else: ENOENT.
+ *   loop:   PENDING -> RUNNING -> PENDING (repeat) or DONE; pool: PENDING
+ *           -> QUEUED, and the pool thread QUEUED -> RUNNING -> PENDING or
+ *           DONE; close: PENDING/QUEUED -> CLOSED.
+ *
+ * INQ says the node is linked in the submission stack.  A cancel that wins
+ * against a node not in the stack pushes it there as a notice, so the loop
+ * unlinks the cancelled timer promptly instead of at its deadline.  The
+ * loop frees a node once it is ended, not in the stack (INQ clear) and not
+ * on the threadpool; both of those are checked on the loop thread.
+ *
+ * live_word.  CLOSING | calls in flight << 48 | live tasks.  A submit
+ * reserves its place and checks for close in one CAS; submit and cancel
+ * count themselves in flight, and close waits (spinning; the window holds
+ * no blocking call but a chunk allocation) until no call is inside the
+ * wheel before it frees anything.
+ */
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum {
+  T_FREE,
+  T_PENDING,
+  T_QUEUED,
+  T_RUNNING,
+  T_STOPPING,
+  T_CANCELLED,
+  T_DONE,
+  T_CLOSED
+};
+
+enum { W_NONE, W_WHEEL, W_POOL, W_FINAL };
+
+#define STATE_MASK ((uint64_t) 0xff)
+#define INQ ((uint64_t) 0x100)
+#define STATE(word) ((unsigned) ((word) & STATE_MASK))
+#define GEN(word) ((uint32_t) ((word) >> 32))
+#define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
+
+#define CLOSING ((uint64_t) 1 << 63)
+#define INFLIGHT ((uint64_t) 1 << 48)
+#define INFLIGHT_MASK (((uint64_t) 1 << 63) - INFLIGHT)
+#define LIVE_MASK (INFLIGHT - 1)
+
+/* Tasks one async callback files before yielding to the rest of the loop;
+ * the remainder waits for the next iteration. */
+#define DRAIN_BATCH 4096
+
+/* The task whose callback runs on this thread, to tell a cancel from inside
+ * its own callback. */
+static _Thread_local uvtw__task_t* current_task;
+
+static void task_fire(uvtw_timer_t* timer);
+
+
+static uvtw__task_t* task_of(uvtw_timer_t* timer) {
+  return uvtw__container_of(timer, uvtw__task_t, timer);
+}
+
+
+/* ---- the node pool --------------------------------------------------- */
+
+static uvtw__task_t* node_at(const uvtw__tasks_t* tasks, uint32_t index) {
+  uvtw__task_t* chunk;
+  uint64_t q;
+  unsigned c;
+
+  q = (uint64_t) index / UVTW__CHUNK0 + 1;
+  c = 63 - __builtin_clzll(q);
+  if (c >= UVTW__CHUNKS)
+    return NULL;
+  chunk = atomic_load_explicit(&tasks->chunks[c], memory_order_acquire);
+  if (chunk == NULL)
+    return NULL;
+  return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
+}
+
+
+/* Pushes the chain first..last (linked by free_next) on the free list. */
+static void free_push(uvtw__tasks_t* tasks,
+                      uvtw__task_t* first,
+                      uvtw__task_t* last) {
+  uint64_t head;
+  uint64_t next;
+
+  head = atomic_load_explicit(&tasks->free_head, memory_order_relaxed);
+  do {
+    atomic_store_explicit(&last->free_next, (uint32_t) head,
+                          memory_order_relaxed);
+    next = (((head >> 32) + 1) << 32) | (first->index + 1);
+  } while (!atomic_compare_exchange_weak_explicit(&tasks->free_head, &head,
+                                                  next, memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+
+static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint64_t head;
+  uint64_t next;
+
+  head = atomic_load_explicit(&tasks->free_head, memory_order_acquire);
+  while ((uint32_t) head != 0) {
+    node = node_at(tasks, (uint32_t) head - 1);
+    if (node == NULL)
+      __builtin_unreachable(); /* a listed node's chunk is published */
+    /* The ABA tag in the high half makes this CAS fail if the node was
+     * popped and pushed again since `head` was read. */
+    next = (((head >> 32) + 1) << 32) |
+           atomic_load_explicit(&node->free_next, memory_order_relaxed);
+    if (atomic_compare_exchange_weak_explicit(&tasks->free_head, &head, next,
+                                              memory_order_acquire,
+                                              memory_order_acquire))
+      return node;
+  }
+  return NULL;
+}
+
+
+/* Slow path: allocates the next chunk under grow_lock. */
+static int grow(uvtw__tasks_t* tasks) {
+  uvtw__task_t* chunk;
+  uint32_t base;
+  uint32_t size;
+  uint32_t i;
+  int err;
+
+  err = 0;
+  uv_mutex_lock(&tasks->grow_lock);
+  if ((uint32_t) atomic_load_explicit(&tasks->free_head,
+                                      memory_order_acquire) != 0)
+    goto out; /* another producer grew it meanwhile */
+  if (tasks->nchunks == UVTW__CHUNKS) {
+    err = UV_ENOMEM;
+    goto out;
+  }
+  size = UVTW__CHUNK0 << tasks->nchunks;
+  base = UVTW__CHUNK0 * ((1u << tasks->nchunks) - 1);
+  chunk = calloc(size, sizeof(*chunk));
+  if (chunk == NULL) {
+    err = UV_ENOMEM;
+    goto out;
+  }
+  for (i = 0; i < size; i++) {
+    chunk[i].index = base + i;
+    atomic_init(&chunk[i].state, ((uint64_t) 1 << 32) | T_FREE);
+    atomic_init(&chunk[i].free_next, i + 1 < size ? base + i + 2 : 0);
+    atomic_init(&chunk[i].queue_next, NULL);
+  }
+  atomic_store_explicit(&tasks->chunks[tasks->nchunks], chunk,
+                        memory_order_release);
+  tasks->nchunks++;
+  free_push(tasks, &chunk[0], &chunk[size - 1]);
+out:
+  uv_mutex_unlock(&tasks->grow_lock);
+  return err;
+}
+
+
+/* Loop thread: the node has ended; recycle it under a new generation. */
+static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uint64_t word;
+  uint32_t gen;
+
+  word = atomic_load_explicit(&node->state, memory_order_relaxed);
+  gen = GEN(word) + 1;
+  if (gen == 0)
+    return; /* retired: its ids stay unique forever */
+  atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | T_FREE,
+                        memory_order_release);
+  free_push(tasks, node, node);
+}
+
+
+/* ---- producers ---------------------------------------------------------- */
+
+static void queue_push(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(&wheel->tasks.queue, memory_order_relaxed);
+  do
+    atomic_store_explicit(&node->queue_next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&wheel->tasks.queue, &head,
+                                                node, memory_order_release,
+                                                memory_order_relaxed));
+  /* The first push of a batch wakes the loop; the loop empties the whole
+   * stack at once, so the next push after that is a first again. */
+  if (head == NULL)
+    uv_async_send(&wheel->async);
+}
+
+
+int uvtw_submit(uvtw_wheel_t* wheel,
+                uint64_t delay_ms,
+                uint64_t repeat_ms,
+                unsigned flags,
+                uvtw_task_cb cb,
+                void* arg,
+                uvtw_id_t* id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t start_ms;
+  uint64_t word;
+  uint32_t gen;
+  int err;
+
+  if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
+    return UV_EINVAL;
+  /* The delay counts from here, on the clock uv_now() is built from. */
+  start_ms = uv_hrtime() / 1000000;
+  tasks = &wheel->tasks;
+
+  word = atomic_load_explicit(&tasks->live_word, memory_order_relaxed);
+  do {
+    if (word & CLOSING)
+      return UV_ECANCELED;
+    if (tasks->max_tasks != 0 && (word & LIVE_MASK) >= tasks->max_tasks)
+      return UV_ENOSPC;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &tasks->live_word, &word, word + 1 + INFLIGHT, memory_order_acquire,
+      memory_order_relaxed));
+
+  while ((node = free_pop(tasks)) == NULL) {
+    err = grow(tasks);
+    if (err != 0) {
+      atomic_fetch_sub_explicit(&tasks->live_word, 1 + INFLIGHT,
+                                memory_order_release);
+      return err;
+    }
+  }
+
+  node->cb = cb;
+  node->arg = arg;
+  node->repeat_ms = repeat_ms;
+  node->deadline_ms =
+      start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
+  node->pool = (flags & UVTW_THREADPOOL) != 0;
+  node->where = W_NONE;
+  node->seen = 0;
+  node->ran = 0;
+  node->uv_cancel_asked = 0;
+  gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed));
+  /* Published to the loop by the release CAS of queue_push. */
+  atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | INQ | T_PENDING,
+                        memory_order_relaxed);
+  if (id != NULL)
+    *id = ((uint64_t) node->index << 32) | gen;
+  queue_push(wheel, node);
+  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
+  return 0;
+}
+
+
+static int cancel_node(uvtw_wheel_t* wheel,
+                       uvtw__task_t* node,
+                       uint32_t gen,
+                       int* ended) {
+  uint64_t word;
+  uint64_t next;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (GEN(word) != gen)
+      return UV_ENOENT;
+    switch (STATE(word)) {
+    case T_PENDING:
+    case T_QUEUED:
+      next = WITH_STATE(word, T_CANCELLED) | INQ;
+      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        continue;
+      if (!(word & INQ))
+        queue_push(wheel, node); /* a notice: unlink it promptly */
+      *ended = 1;
+      return 0;
+    case T_RUNNING:
+      if (node == current_task) {
+        /* A one-shot's run is its end; a repeating task stops here. */
+        if (node->repeat_ms == 0)
+          return UV_ENOENT;
+        next = WITH_STATE(word, T_CANCELLED);
+        if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                   memory_order_acq_rel,
+                                                   memory_order_acquire))
+          continue;
+        *ended = 1;
+        return 0;
+      }
+      next = WITH_STATE(word, T_STOPPING);
+      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        continue;
+      return UV_EBUSY;
+    default:
+      return UV_ENOENT;
+    }
+  }
+}
+
+
+int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint32_t gen;
+  int ended;
+  int err;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  gen = (uint32_t) id;
+  if (gen == 0)
+    return UV_ENOENT;
+  tasks = &wheel->tasks;
+  atomic_fetch_add_explicit(&tasks->live_word, INFLIGHT, memory_order_acquire);
+  ended = 0;
+  node = node_at(tasks, (uint32_t) (id >> 32));
+  err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
+  /* A successful cancel frees the task's place at once. */
+  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT + (ended ? 1 : 0),
+                            memory_order_release);
+  return err;
+}
+
+
+/* ---- the loop thread ---------------------------------------------------- */
+
+static void end_live(uvtw__tasks_t* tasks) {
+  atomic_fetch_sub_explicit(&tasks->live_word, 1, memory_order_relaxed);
+}
+
+
+/* Takes the task's timer out of the wheel, if it is there. */
+static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  if (node->where != W_WHEEL)
+    return;
+  uvtw__core_stop(&wheel->core, &node->timer);
+  node->where = W_NONE;
+}
+
+
+/* Frees an ended node once nothing on the loop or in the stack refers to
+ * it any more. */
+static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uint64_t word;
+
+  if (node->where != W_NONE)
+    return;
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  if (word & INQ)
+    return; /* the drain of its notice frees it */
+  switch (STATE(word)) {
+  case T_CANCELLED:
+    wheel->tasks.cancelled++;
+    release_node(&wheel->tasks, node);
+    break;
+  case T_DONE:
+    release_node(&wheel->tasks, node);
+    break;
+  default:
+    break;
+  }
+}
+
+
+/* Moves a waiting task to CLOSED and queues its final call.  Returns 0 if a
+ * cancel won the race instead. */
+static int owe_final(uvtw_wheel_t* wheel, uvtw__task_t* node, unsigned from) {
+  uint64_t word;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  while (STATE(word) == from)
+    if (atomic_compare_exchange_weak_explicit(
+            &node->state, &word, WITH_STATE(word, T_CLOSED),
+            memory_order_acq_rel, memory_order_acquire)) {
+      node->where = W_FINAL;
+      uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
+      return 1;
+    }
+  return 0;
+}
+
+
+static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uvtw_timer_t* timer;
+  uint64_t e;
+
+  timer = &node->timer;
+  timer->link_.next = NULL;
+  timer->wheel_ = wheel;
+  timer->cb_ = task_fire;
+  timer->repeat_ = node->pool ? 0 : node->repeat_ms;
+  timer->unref_ = 0;
+  timer->task_ = 1;
+  node->where = W_WHEEL;
+  e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
+  uvtw__driver_earlier(wheel, e);
+}
+
+
+/* One node taken from the submission stack. */
+static void drained(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uint64_t word;
+
+  word = atomic_fetch_and_explicit(&node->state, ~INQ, memory_order_acq_rel);
+  if (!node->seen) {
+    node->seen = 1;
+    wheel->tasks.accepted++;
+  }
+  switch (STATE(word)) {
+  case T_PENDING:
+    /* Only submit pushes a pending node: this is a new task. */
+    if (wheel->closing) {
+      owe_final(wheel, node, T_PENDING);
+      break;
+    }
+    file_task(wheel, node);
+    /* A cancel may win from here on; its notice comes through the stack. */
+    break;
+  case T_CANCELLED:
+    unfile(wheel, node);
+    release_if_idle(wheel, node);
+    break;
+  default:
+    break;
+  }
+}
+
+
+/* Processes at most `budget` nodes, oldest first: the backlog, and when it
+ * is empty, everything pushed so far (reversed into push order).  Returns
+ * non-zero if work remains. */
+static int drain(uvtw_wheel_t* wheel, size_t budget) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uvtw__task_t* next;
+  size_t count;
+
+  tasks = &wheel->tasks;
+  if (tasks->backlog == NULL) {
+    node = atomic_exchange_explicit(&tasks->queue, NULL, memory_order_acquire);
+    for (count = 0; node != NULL; node = next, count++) {
+      next = atomic_load_explicit(&node->queue_next, memory_order_relaxed);
+      atomic_store_explicit(&node->queue_next, tasks->backlog,
+                            memory_order_relaxed);
+      tasks->backlog = node;
+    }
+    if (count > tasks->high_water)
+      tasks->high_water = count;
+  }
+  for (; tasks->backlog != NULL && budget != 0; budget--) {
+    node = tasks->backlog;
+    tasks->backlog =
+        atomic_load_explicit(&node->queue_next, memory_order_relaxed);
+    drained(wheel, node);
+  }
+  uvtw__driver_sync_ref(wheel);
+  return tasks->backlog != NULL ||
+         atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
+}
+
+
+static void work_cb(uv_work_t* req);
+static void after_work_cb(uv_work_t* req, int status);
+
+
+/* The timer callback of every task: runs it, or sends it to the pool. */
+static void task_fire(uvtw_timer_t* timer) {
+  uvtw_wheel_t* wheel;
+  uvtw__task_t* node;
+  uvtw__task_t* outer;
+  uint64_t word;
+
+  node = task_of(timer);
+  wheel = timer->wheel_;
+  wheel->tasks.fires++;
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (STATE(word) != T_PENDING) {
+      /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
+      uvtw__core_stop(&wheel->core, timer);
+      return;
+    }
+    if (atomic_compare_exchange_weak_explicit(
+            &node->state, &word,
+            WITH_STATE(word, node->pool ? T_QUEUED : T_RUNNING),
+            memory_order_acq_rel, memory_order_acquire))
+      break;
+  }
+
+  if (node->pool) {
+    node->where = W_POOL;
+    node->dispatch_ms = uv_now(wheel->loop);
+    uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
+    /* Cannot fail: work_cb is not NULL and the loop is ours. */
+    uv_queue_work(wheel->loop, &node->work, work_cb, after_work_cb);
+    return;
+  }
+
+  outer = current_task;
+  current_task = node;
+  node->cb(node->arg, 0);
+  current_task = outer;
+  wheel->tasks.run++;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    switch (STATE(word)) {
+    case T_RUNNING:
+      if (node->repeat_ms != 0 && !wheel->closing) {
+        /* The wheel re-filed the timer before the run, from the dispatch
+         * time; it just waits again. */
+        if (atomic_compare_exchange_weak_explicit(
+                &node->state, &word, WITH_STATE(word, T_PENDING),
+                memory_order_acq_rel, memory_order_acquire))
+          return;
+        continue;
+      }
+      if (node->repeat_ms != 0) {
+        /* Closed by its own callback: the final call comes after it. */
+        if (atomic_compare_exchange_weak_explicit(
+                &node->state, &word, WITH_STATE(word, T_CLOSED),
+                memory_order_acq_rel, memory_order_acquire)) {
+          unfile(wheel, node);
+          node->where = W_FINAL;
+          uvtw__list_append(&wheel->tasks.final, &timer->link_);
+          return;
+        }
+        continue;
+      }
+      if (atomic_compare_exchange_weak_explicit(
+              &node->state, &word, WITH_STATE(word, T_DONE),
+              memory_order_acq_rel, memory_order_acquire)) {
+        end_live(&wheel->tasks);
+        unfile(wheel, node);
+        release_if_idle(wheel, node);
+        return;
+      }
+      continue;
+    case T_STOPPING:
+      /* A cancel returned EBUSY during the run: this run was the last. */
+      if (atomic_compare_exchange_weak_explicit(
+              &node->state, &word, WITH_STATE(word, T_DONE),
+              memory_order_acq_rel, memory_order_acquire)) {
+        wheel->tasks.cancelled++;
+        end_live(&wheel->tasks);
+        unfile(wheel, node);
+        release_if_idle(wheel, node);
+        return;
+      }
+      continue;
+    default: /* T_CANCELLED by its own callback */
+      unfile(wheel, node);
+      release_if_idle(wheel, node);
+      return;
+    }
+  }
+}
+
+
+static void work_cb(uv_work_t* req) {
+  uvtw__task_t* node;
+  uvtw__task_t* outer;
+  uint64_t word;
+  unsigned next;
+
+  node = uvtw__container_of(req, uvtw__task_t, work);
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  do
+    if (STATE(word) != T_QUEUED)
+      return; /* cancelled before it started */
+  while (!atomic_compare_exchange_weak_explicit(
+      &node->state, &word, WITH_STATE(word, T_RUNNING), memory_order_acq_rel,
+      memory_order_acquire));
+
+  outer = current_task;
+  current_task = node;
+  node->cb(node->arg, 0);
+  current_task = outer;
+  node->ran = 1; /* after_work_cb reads it after this thread is done */
+
+  /* A repeating task waits (PENDING) for after_work to re-file it; a
+   * cancel from now on wins at once.  STOPPING and CANCELLED stay. */
+  next = node->repeat_ms != 0 ? T_PENDING : T_DONE;
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  while (STATE(word) == T_RUNNING &&
+         !atomic_compare_exchange_weak_explicit(
+             &node->state, &word, WITH_STATE(word, next),
+             memory_order_acq_rel, memory_order_acquire))
+    ;
+}
+
+
+static void close_step(uvtw_wheel_t* wheel);
+
+
+static void after_work_cb(uv_work_t* req, int status) {
+  uvtw__task_t* node;
+  uvtw_wheel_t* wheel;
+  uint64_t word;
+  uint64_t deadline;
+
+  node = uvtw__container_of(req, uvtw__task_t, work);
+  wheel = node->timer.wheel_;
+  uvtw__list_remove(&node->timer.link_);
+  node->where = W_NONE;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  if (status == UV_ECANCELED) {
+    /* uv_cancel at close: the work never started. */
+    if (!owe_final(wheel, node, T_QUEUED))
+      release_if_idle(wheel, node);
+    close_step(wheel);
+    return;
+  }
+  if (node->ran) {
+    node->ran = 0;
+    wheel->tasks.run++;
+  }
+  switch (STATE(word)) {
+  case T_DONE:
+  case T_STOPPING:
+    if (STATE(word) == T_STOPPING) {
+      wheel->tasks.cancelled++;
+      atomic_store_explicit(&node->state, WITH_STATE(word, T_DONE),
+                            memory_order_relaxed);
+    }
+    end_live(&wheel->tasks);
+    release_if_idle(wheel, node);
+    break;
+  case T_PENDING:
+    if (wheel->closing) {
+      owe_final(wheel, node, T_PENDING);
+      break;
+    }
+    /* Due at dispatch + repeat; if that passed while it ran, it goes
+     * again in the next pass, never overlapping itself. */
+    deadline = node->dispatch_ms + node->repeat_ms;
+    node->deadline_ms = deadline < node->dispatch_ms ? UINT64_MAX : deadline;
+    file_task(wheel, node);
+    uvtw__driver_sync_ref(wheel);
+    break;
+  default: /* T_CANCELLED */
+    release_if_idle(wheel, node);
+    break;
+  }
+  if (wheel->closing)
+    close_step(wheel);
+}
+
+
+/* ---- close ---------------------------------------------------------------- */
+
+static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
+  uvtw_wheel_t* wheel;
+  uvtw__task_t* node;
+
+  if (!timer->task_)
+    return;
+  wheel = arg;
+  node = task_of(timer);
+  unfile(wheel, node);
+  if (!owe_final(wheel, node, T_PENDING))
+    release_if_idle(wheel, node); /* running now, or a cancel won */
+}
+
+
+void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
+  atomic_fetch_or_explicit(&wheel->tasks.live_word, CLOSING,
+                           memory_order_seq_cst);
+  uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
+  /* The rest runs from the async callback, outside the caller's stack.  The
+   * async handle holds the loop until close is done. */
+  uv_ref((uv_handle_t*) &wheel->async);
+  uv_async_send(&wheel->async);
+}
+
+
+static void run_finals(uvtw_wheel_t* wheel) {
+  uvtw__task_t* node;
+
+  while (!uvtw__list_empty(&wheel->tasks.final)) {
+    node = task_of(uvtw__container_of(wheel->tasks.final.next, uvtw_timer_t,
+                                      link_));
+    uvtw__list_remove(&node->timer.link_);
+    node->where = W_NONE;
+    node->cb(node->arg, UV_ECANCELED);
+    wheel->tasks.closed++;
+    end_live(&wheel->tasks);
+    atomic_store_explicit(
+        &node->state,
+        WITH_STATE(atomic_load_explicit(&node->state, memory_order_relaxed),
+                   T_DONE),
+        memory_order_relaxed);
+    release_if_idle(wheel, node);
+  }
+}
+
+
+static void close_step(uvtw_wheel_t* wheel) {
+  uvtw__tasks_t* tasks;
+  struct uvtw__link* link;
+  uvtw__task_t* node;
+  uint64_t word;
+
+  tasks = &wheel->tasks;
+  if (wheel->closing != 1 || tasks->close_done)
+    return;
+  for (;;) {
+    /* No submit or cancel may still be inside the wheel when it is freed. */
+    while ((atomic_load_explicit(&tasks->live_word, memory_order_acquire) &
+            INFLIGHT_MASK) != 0)
+      sched_yield();
+    while (drain(wheel, SIZE_MAX))
+      ;
+    if (uvtw__list_empty(&tasks->final))
+      break;
+    run_finals(wheel); /* user code: may call in again */
+  }
+  /* Queued pool work is cancelled; running work is waited for. */
+  for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
+    node = task_of(uvtw__container_of(link, uvtw_timer_t, link_));
+    if (node->uv_cancel_asked)
+      continue;
+    node->uv_cancel_asked = 1;
+    uv_cancel((uv_req_t*) &node->work);
+  }
+  word = atomic_load_explicit(&tasks->live_word, memory_order_acquire);
+  if ((word & LIVE_MASK) != 0 || !uvtw__list_empty(&tasks->in_pool))
+    return; /* after_work_cb calls again */
+  tasks->close_done = 1;
+  uvtw__wheel_close_handles(wheel);
+}
+
+
+void uvtw__tasks_async_cb(uv_async_t* async) {
+  uvtw_wheel_t* wheel;
+
+  wheel = async->data;
+  wheel->tasks.async_wakeups++;
+  if (wheel->closing) {
+    close_step(wheel);
+    return;
+  }
+  /* A flood of submissions cannot starve the loop: after a batch, signal
+   * ourselves and let the rest of this iteration run. */
+  if (drain(wheel, DRAIN_BATCH))
+    uv_async_send(async);
+}
+
+
+/* ---- set-up --------------------------------------------------------------- */
+
+int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
+  uvtw__tasks_t* tasks;
+  int err;
+  int c;
+
+  tasks = &wheel->tasks;
+  memset(tasks, 0, sizeof(*tasks));
+  tasks->max_tasks = max_tasks;
+  atomic_init(&tasks->live_word, 0);
+  atomic_init(&tasks->queue, NULL);
+  atomic_init(&tasks->free_head, 0);
+  for (c = 0; c < UVTW__CHUNKS; c++)
+    atomic_init(&tasks->chunks[c], NULL);
+  uvtw__list_init(&tasks->in_pool);
+  uvtw__list_init(&tasks->final);
+  err = uv_mutex_init(&tasks->grow_lock);
+  return err;
+}
+
+
+void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
+  uvtw__tasks_t* tasks;
+  int c;
+
+  tasks = &wheel->tasks;
+  for (c = 0; c < UVTW__CHUNKS; c++)
+    free(atomic_load_explicit(&tasks->chunks[c], memory_order_relaxed));
+  uv_mutex_destroy(&tasks->grow_lock);
+}
+
+
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
+  return atomic_load_explicit(&wheel->tasks.live_word, memory_order_relaxed) &
+         LIVE_MASK;
+}

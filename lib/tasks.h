@@ -1,0 +1,82 @@
+/* Cross-thread tasks: the node pool, the submission stack and the state
+ * machine that makes cancel exact.  See task.c for the protocol. */
+
+#ifndef UVTW_TASKS_H
+#define UVTW_TASKS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "list.h"
+#include "uvtw.h"
+
+/* Node pool: chunk c holds UVTW__CHUNK0 << c nodes, so 32 chunk pointers
+ * address 2^32 nodes and the table never moves (lock-free lookup). */
+#define UVTW__CHUNK0 256u
+#define UVTW__CHUNKS 24
+
+typedef struct uvtw__task_s uvtw__task_t;
+
+struct uvtw__task_s {
+  /* Filed in the wheel while the task waits; loop thread only. */
+  uvtw_timer_t timer;
+  /* gen << 32 | flags | state (task.c); every transition is one CAS. */
+  _Atomic uint64_t state;
+  /* Link in the submission stack (producers push, the loop takes all). */
+  uvtw__task_t* _Atomic queue_next;
+  /* Free-list link: index + 1 of the next free node, 0 at the end. */
+  _Atomic uint32_t free_next;
+  uint32_t index;
+  uint8_t where;  /* loop thread only: wheel, pool, final list or none */
+  uint8_t seen;   /* loop thread only: drained once (for the stats) */
+  uint8_t pool;   /* UVTW_THREADPOOL */
+  uint8_t ran;    /* the pool thread ran cb; read in after_work */
+  uint8_t uv_cancel_asked; /* loop thread only, at close */
+  uvtw_task_cb cb;
+  void* arg;
+  uint64_t deadline_ms; /* uv_hrtime ms at submit + delay, saturated */
+  uint64_t repeat_ms;
+  uint64_t dispatch_ms; /* loop time of the run now in flight */
+  uv_work_t work;
+};
+
+typedef struct uvtw__tasks_s {
+  size_t max_tasks;
+  /* CLOSING bit | submitters inside uvtw_submit (INFLIGHT units) | live
+   * tasks.  One word, so a submit reserves its place and sees close in a
+   * single CAS, and close can wait for submitters to leave. */
+  _Atomic uint64_t live_word;
+  /* Treiber stack of submitted and cancelled nodes; NULL when drained. */
+  uvtw__task_t* _Atomic queue;
+  /* Free nodes: (ABA tag << 32) | (index + 1). */
+  _Atomic uint64_t free_head;
+  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
+  uv_mutex_t grow_lock; /* slow path only: allocating a chunk */
+  unsigned nchunks;     /* under grow_lock */
+
+  /* Loop thread only. */
+  uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
+  int close_done;          /* close finished with the tasks */
+  struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
+  struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
+  uint64_t accepted;
+  uint64_t run;      /* task callbacks run with status 0 */
+  uint64_t fires;    /* task timers popped by the driver */
+  uint64_t cancelled;
+  uint64_t closed;
+  uint64_t high_water;
+  uint64_t async_wakeups;
+} uvtw__tasks_t;
+
+int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks);
+/* Frees the pool; every node must be free. */
+void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
+/* Live tasks (any thread). */
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
+/* The uv_async_t callback: drains the submission stack in bounded batches. */
+void uvtw__tasks_async_cb(uv_async_t* async);
+/* Close: called once by uvtw_wheel_close, before the core is cleared, to
+ * take the task timers out of the wheel. */
+void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
+
+#endif /* UVTW_TASKS_H */

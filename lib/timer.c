@@ -1,0 +1,119 @@
+/* uvtw_timer_*: the loop-thread timer API, mirroring uv_timer_*. */
+
+#include <string.h>
+
+#include "internal.h"
+
+
+int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
+  if (wheel == NULL || timer == NULL)
+    return UV_EINVAL;
+  timer->link_.next = NULL;
+  timer->link_.prev = NULL;
+  timer->wheel_ = wheel;
+  timer->cb_ = NULL;
+  timer->deadline_ = 0;
+  timer->repeat_ = 0;
+  timer->start_id_ = 0;
+  timer->unref_ = 0;
+  timer->task_ = 0;
+  return 0;
+}
+
+
+int uvtw_timer_start(uvtw_timer_t* timer,
+                     uvtw_timer_cb cb,
+                     uint64_t timeout,
+                     uint64_t repeat) {
+  uvtw_wheel_t* wheel;
+  uint64_t deadline;
+  uint64_t now;
+  uint64_t e;
+
+  if (timer == NULL || cb == NULL)
+    return UV_EINVAL;
+  wheel = timer->wheel_;
+  if (wheel->closing)
+    return UV_ECANCELED;
+  now = uv_now(wheel->loop);
+  deadline = now + timeout < now ? UINT64_MAX : now + timeout;
+  timer->cb_ = cb;
+  timer->repeat_ = repeat;
+  e = uvtw__core_start(&wheel->core, timer, deadline);
+  uvtw__driver_earlier(wheel, e);
+  uvtw__driver_sync_ref(wheel);
+  return 0;
+}
+
+
+int uvtw_timer_stop(uvtw_timer_t* timer) {
+  uvtw_wheel_t* wheel;
+
+  if (timer == NULL || timer->link_.next == NULL)
+    return 0;
+  wheel = timer->wheel_;
+  if (uvtw__core_stop(&wheel->core, timer))
+    uvtw__driver_later(wheel);
+  uvtw__driver_sync_ref(wheel);
+  return 0;
+}
+
+
+int uvtw_timer_again(uvtw_timer_t* timer) {
+  if (timer == NULL || timer->cb_ == NULL)
+    return UV_EINVAL;
+  if (timer->repeat_ == 0)
+    return 0;
+  return uvtw_timer_start(timer, timer->cb_, timer->repeat_, timer->repeat_);
+}
+
+
+void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat) {
+  timer->repeat_ = repeat;
+}
+
+
+uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer) {
+  return timer->repeat_;
+}
+
+
+uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
+  const uvtw__core_t* core;
+  uint64_t due_ms;
+  uint64_t now;
+
+  if (timer->link_.next == NULL)
+    return 0;
+  core = &timer->wheel_->core;
+  due_ms = uvtw__core_ms_of(core, uvtw__core_tick_of(core, timer->deadline_));
+  now = uv_now(timer->wheel_->loop);
+  return due_ms > now ? due_ms - now : 0;
+}
+
+
+int uvtw_timer_is_active(const uvtw_timer_t* timer) {
+  return timer->link_.next != NULL;
+}
+
+
+void uvtw_timer_ref(uvtw_timer_t* timer) {
+  uvtw__core_set_ref(&timer->wheel_->core, timer, 1);
+  uvtw__driver_sync_ref(timer->wheel_);
+}
+
+
+void uvtw_timer_unref(uvtw_timer_t* timer) {
+  uvtw__core_set_ref(&timer->wheel_->core, timer, 0);
+  uvtw__driver_sync_ref(timer->wheel_);
+}
+
+
+int uvtw_timer_has_ref(const uvtw_timer_t* timer) {
+  return !timer->unref_;
+}
+
+
+uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer) {
+  return timer->wheel_;
+}

@@ -1,0 +1,610 @@
+/* The hierarchical timing wheel.
+ *
+ * Six levels of 64 slots.  Times inside are ticks: a deadline in ms is
+ * rounded UP to a tick (e = ceil(deadline / tick_ms)), so nothing fires
+ * early.  With tick_ms = 1:
+ *
+ *   level  slot granularity   level range (64 slots)
+ *     0         1 ms              64 ms
+ *     1        64 ms             4.1 s
+ *     2       4.1 s              4.4 min
+ *     3       4.4 min            4.7 h
+ *     4       4.7 h             12.4 days
+ *     5      12.4 days           2.2 years   (2^36 ticks)
+ *   overflow list: anything later, up to UINT64_MAX
+ *
+ * (multiply by tick_ms for other ticks: with 100 ms, level 5 spans 218 years.)
+ *
+ * Placement.  With n = now_tick, a timer expiring at tick e > n goes to the
+ * level of the highest bit in which e and n differ: level l = msb(e ^ n) / 6,
+ * slot s = (e >> 6l) & 63.  So e and n agree above level l, and e's level-l
+ * digit is greater than n's.  Consequences, which are the invariants that
+ * uvtw__wheel_check() verifies:
+ *   - an occupied slot at level l has index > n's level-l digit, so the
+ *     lowest set bit of occupied[l] is the level's earliest slot, and the
+ *     lowest occupied level holds the wheel's earliest timers;
+ *   - a slot's block (the ticks it covers) starts after n, and the slot must
+ *     be collected when n enters that block; then each of its timers either
+ *     expires or is re-filed at a lower level ("cascade").  A timer moves at
+ *     most LEVELS times;
+ *   - advancing n over any gap visits each level's occupied slots once at
+ *     most: the work is bounded by LEVELS * 64 lists, not by the gap.
+ *
+ * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
+ * only rewrites its deadline: its slot's block starts at or before the old
+ * expiry, hence before the new one, so the slot is collected in time and the
+ * timer re-filed then.  The idle-timeout pattern (push the deadline on every
+ * read) thus touches only the timer.  Invariant: every timer in a slot has
+ * e > n and e >= the first tick of its slot's block.
+ *
+ * Order.  A pass collects every expired timer into `due` and sorts it by
+ * (deadline, start_id), libuv's heap order, with a natural merge sort: the
+ * collected lists are almost always one or a few sorted runs, so this is one
+ * linear scan in the common case.  Lazy re-arms and cascades may leave
+ * slots out of order; the sort is what makes the order exact.
+ */
+
+#include "wheel.h"
+
+#include <string.h>
+
+#define LEVEL_MASK ((uint64_t) UVTW__SLOTS - 1)
+
+
+static inline uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
+
+
+uint64_t uvtw__core_tick_of(const uvtw__core_t* core, uint64_t deadline_ms) {
+  if (core->tick_ms == 1)
+    return deadline_ms;
+  return deadline_ms / core->tick_ms + (deadline_ms % core->tick_ms != 0);
+}
+
+
+uint64_t uvtw__core_ms_of(const uvtw__core_t* core, uint64_t tick) {
+  if (tick > UINT64_MAX / core->tick_ms)
+    return UINT64_MAX;
+  return tick * core->tick_ms;
+}
+
+
+void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
+  int l;
+  unsigned s;
+
+  memset(core, 0, sizeof(*core));
+  core->tick_ms = tick_ms;
+  core->now_tick = now_ms / tick_ms;
+  for (l = 0; l < UVTW__LEVELS; l++)
+    for (s = 0; s < UVTW__SLOTS; s++)
+      uvtw__list_init(&core->slots[l][s]);
+  uvtw__list_init(&core->overflow);
+  uvtw__list_init(&core->ready);
+  uvtw__list_init(&core->due);
+}
+
+
+static uvtw_timer_t* timer_of(struct uvtw__link* link) {
+  return uvtw__container_of(link, uvtw_timer_t, link_);
+}
+
+
+static void count_active(uvtw__core_t* core, uvtw_timer_t* t, int delta) {
+  /* Only the loop thread writes `active`: a relaxed load and store (no
+   * read-modify-write) suffice for readers on other threads. */
+  if (t->task_)
+    core->tasks_filed += delta;
+  else
+    atomic_store_explicit(
+        &core->active,
+        atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
+        memory_order_relaxed);
+  if (!t->unref_)
+    core->active_ref += delta;
+}
+
+
+/* Files a timer whose expiry tick is e, relative to now_tick. */
+static void file(uvtw__core_t* core, uvtw_timer_t* t, uint64_t e) {
+  uint64_t n;
+  uint64_t bit;
+  unsigned level;
+  unsigned s;
+
+  n = core->now_tick;
+  if (e <= n) {
+    uvtw__list_append(&core->ready, &t->link_);
+    return;
+  }
+  level = (63 - __builtin_clzll(e ^ n)) / UVTW__LEVEL_BITS;
+  if (level >= UVTW__LEVELS) {
+    uvtw__list_append(&core->overflow, &t->link_);
+    return;
+  }
+  s = (e >> (level * UVTW__LEVEL_BITS)) & LEVEL_MASK;
+  bit = (uint64_t) 1 << s;
+  if (!(core->occupied[level] & bit)) {
+    core->occupied[level] |= bit;
+    core->slot_min[level][s] = e;
+  } else if (e < core->slot_min[level][s]) {
+    core->slot_min[level][s] = e;
+  }
+  uvtw__list_append(&core->slots[level][s], &t->link_);
+}
+
+
+/* Unlinks an active timer; returns non-zero if that emptied a slot. */
+static int unlink_timer(uvtw__core_t* core, uvtw_timer_t* t) {
+  struct uvtw__link* head;
+  uintptr_t first;
+  uintptr_t last;
+  size_t index;
+
+  head = uvtw__list_remove(&t->link_);
+  if (head == NULL)
+    return 0;
+  first = (uintptr_t) &core->slots[0][0];
+  last = (uintptr_t) &core->slots[UVTW__LEVELS - 1][UVTW__SLOTS - 1];
+  if ((uintptr_t) head < first || (uintptr_t) head > last)
+    return 0; /* overflow, ready or due: no bitmap */
+  index = ((uintptr_t) head - first) / sizeof(*head);
+  core->occupied[index / UVTW__SLOTS] &=
+      ~((uint64_t) 1 << (index % UVTW__SLOTS));
+  return 1;
+}
+
+
+uint64_t uvtw__core_start(uvtw__core_t* core,
+                          uvtw_timer_t* t,
+                          uint64_t deadline_ms) {
+  uint64_t e;
+
+  t->start_id_ = core->next_start_id++;
+  if (t->link_.next != NULL) {
+    /* In a slot or the overflow list iff its expiry is after now_tick. */
+    if (deadline_ms >= t->deadline_ &&
+        uvtw__core_tick_of(core, t->deadline_) > core->now_tick) {
+      t->deadline_ = deadline_ms;
+      return UINT64_MAX;
+    }
+    unlink_timer(core, t);
+  } else {
+    count_active(core, t, 1);
+  }
+  t->deadline_ = deadline_ms;
+  e = uvtw__core_tick_of(core, deadline_ms);
+  file(core, t, e);
+  return e;
+}
+
+
+int uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
+  int emptied;
+
+  if (t->link_.next == NULL)
+    return 0;
+  emptied = unlink_timer(core, t);
+  count_active(core, t, -1);
+  return emptied;
+}
+
+
+void uvtw__core_set_ref(uvtw__core_t* core, uvtw_timer_t* t, int ref) {
+  if (t->unref_ == !ref)
+    return;
+  if (t->link_.next != NULL)
+    core->active_ref += ref ? 1 : -1;
+  t->unref_ = !ref;
+}
+
+
+uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
+  uint64_t top_block;
+  int l;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick;
+  /* Every slot of level l lies before every slot of level l + 1. */
+  for (l = 0; l < UVTW__LEVELS; l++)
+    if (core->occupied[l] != 0)
+      return core->slot_min[l][__builtin_ctzll(core->occupied[l])];
+  if (uvtw__list_empty(&core->overflow))
+    return UINT64_MAX;
+  /* Overflow timers are re-filed when n enters the next top-level block.
+   * No overflow timer exists while n is in the last block, so no wrap. */
+  top_block = core->now_tick >> UVTW__WHEEL_BITS;
+  return (top_block + 1) << UVTW__WHEEL_BITS;
+}
+
+
+/* Natural merge sort of a NULL-terminated singly linked list by
+ * (deadline, start_id).  Start ids are unique, so stability is moot. */
+static int before(const struct uvtw__link* a, const struct uvtw__link* b) {
+  const uvtw_timer_t* ta = uvtw__container_of(a, uvtw_timer_t, link_);
+  const uvtw_timer_t* tb = uvtw__container_of(b, uvtw_timer_t, link_);
+
+  if (ta->deadline_ != tb->deadline_)
+    return ta->deadline_ < tb->deadline_;
+  return ta->start_id_ < tb->start_id_;
+}
+
+
+static struct uvtw__link* cut_run(struct uvtw__link* run,
+                                  struct uvtw__link** rest) {
+  struct uvtw__link* p;
+
+  p = run;
+  while (p->next != NULL && !before(p->next, p))
+    p = p->next;
+  *rest = p->next;
+  p->next = NULL;
+  return run;
+}
+
+
+static struct uvtw__link* merge(struct uvtw__link* a,
+                                struct uvtw__link* b,
+                                struct uvtw__link*** tail) {
+  struct uvtw__link* head;
+  struct uvtw__link** link;
+
+  link = &head;
+  while (a != NULL && b != NULL) {
+    if (before(b, a)) {
+      *link = b;
+      b = b->next;
+    } else {
+      *link = a;
+      a = a->next;
+    }
+    link = &(*link)->next;
+  }
+  *link = a != NULL ? a : b;
+  while (*link != NULL)
+    link = &(*link)->next;
+  *tail = link;
+  return head;
+}
+
+
+static void sort_due(uvtw__core_t* core) {
+  struct uvtw__link* head;
+  struct uvtw__link* list;
+  struct uvtw__link* rest;
+  struct uvtw__link* a;
+  struct uvtw__link* b;
+  struct uvtw__link** tail;
+  struct uvtw__link* p;
+  struct uvtw__link* prev;
+  int runs;
+
+  head = &core->due;
+  for (p = head->next; p != head && p->next != head; p = p->next)
+    if (before(p->next, p))
+      break;
+  if (p == head || p->next == head)
+    return; /* already sorted: the common case */
+
+  head->prev->next = NULL;
+  list = head->next;
+  do {
+    struct uvtw__link* merged = NULL;
+    tail = &merged;
+    runs = 0;
+    while (list != NULL) {
+      a = cut_run(list, &rest);
+      b = rest != NULL ? cut_run(rest, &list) : (list = NULL);
+      *tail = merge(a, b, &tail);
+      runs++;
+    }
+    list = merged;
+  } while (runs > 1);
+
+  prev = head;
+  for (p = list; p != NULL; p = p->next) {
+    p->prev = prev;
+    prev->next = p;
+    prev = p;
+  }
+  prev->next = head;
+  head->prev = prev;
+}
+
+
+void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
+  struct uvtw__link todo;
+  struct uvtw__link* link;
+  uvtw_timer_t* t;
+  uint64_t n;
+  uint64_t n2;
+  uint64_t old_block;
+  uint64_t new_block;
+  uint64_t mask;
+  uint64_t take;
+  unsigned shift;
+  unsigned d0;
+  unsigned d1;
+  unsigned s;
+  int l;
+
+  uvtw__list_init(&todo);
+  n = core->now_tick;
+  n2 = now_ms / core->tick_ms;
+  if (n2 > n) {
+    for (l = 0; l < UVTW__LEVELS; l++) {
+      shift = l * UVTW__LEVEL_BITS;
+      old_block = n >> shift;
+      new_block = n2 >> shift;
+      if (old_block == new_block)
+        break; /* so do all higher levels */
+      if ((old_block >> UVTW__LEVEL_BITS) != (new_block >> UVTW__LEVEL_BITS)) {
+        mask = ~(uint64_t) 0; /* the level went round: all its slots */
+      } else {
+        d0 = old_block & LEVEL_MASK;
+        d1 = new_block & LEVEL_MASK;
+        mask = (~(uint64_t) 0 << d0 << 1) & (~(uint64_t) 0 >> (63 - d1));
+      }
+      take = core->occupied[l] & mask;
+      core->occupied[l] &= ~take;
+      for (; take != 0; take &= take - 1) {
+        s = __builtin_ctzll(take);
+        uvtw__list_splice(&todo, &core->slots[l][s]);
+      }
+    }
+    if ((n >> UVTW__WHEEL_BITS) != (n2 >> UVTW__WHEEL_BITS))
+      uvtw__list_splice(&todo, &core->overflow);
+    core->now_tick = n2;
+  }
+
+  /* Timers found ready earlier fire first: their expiry is <= n, before
+   * anything in a slot. */
+  uvtw__list_splice(&core->due, &core->ready);
+  while (!uvtw__list_empty(&todo)) {
+    link = todo.next;
+    uvtw__list_remove(link);
+    t = timer_of(link);
+    if (uvtw__core_tick_of(core, t->deadline_) <= core->now_tick) {
+      uvtw__list_append(&core->due, link);
+    } else {
+      file(core, t, uvtw__core_tick_of(core, t->deadline_));
+      core->cascades++;
+    }
+  }
+  sort_due(core);
+}
+
+
+uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
+  uvtw_timer_t* t;
+  uint64_t deadline;
+
+  if (uvtw__list_empty(&core->due))
+    return NULL;
+  t = timer_of(core->due.next);
+  uvtw__list_remove(&t->link_);
+  if (t->repeat_ != 0) {
+    /* libuv's rule: the next deadline counts from the loop time at
+     * dispatch, so an overdue timer fires once, not once per period. */
+    deadline = sat_add(now_ms, t->repeat_);
+    t->start_id_ = core->next_start_id++;
+    t->deadline_ = deadline;
+    file(core, t, uvtw__core_tick_of(core, deadline));
+  } else {
+    count_active(core, t, -1);
+  }
+  return t;
+}
+
+
+static void walk_list(struct uvtw__link* head,
+                      uint64_t limit,
+                      void (*fn)(uvtw_timer_t*, void*),
+                      void* arg) {
+  struct uvtw__link* link;
+  struct uvtw__link* next;
+  uvtw_timer_t* t;
+
+  for (link = head->next; link != head; link = next) {
+    next = link->next; /* fn may move or stop this timer, and only it */
+    t = timer_of(link);
+    if (t->start_id_ < limit)
+      fn(t, arg);
+  }
+}
+
+
+void uvtw__core_walk(uvtw__core_t* core,
+                     void (*fn)(uvtw_timer_t* timer, void* arg),
+                     void* arg) {
+  uint64_t limit;
+  int l;
+  unsigned s;
+
+  /* A timer that fn restarts gets a start_id >= limit, so wherever it is
+   * re-filed, the walk does not visit it again. */
+  limit = core->next_start_id;
+  for (l = 0; l < UVTW__LEVELS; l++)
+    for (s = 0; s < UVTW__SLOTS; s++)
+      walk_list(&core->slots[l][s], limit, fn, arg);
+  walk_list(&core->overflow, limit, fn, arg);
+  walk_list(&core->ready, limit, fn, arg);
+  walk_list(&core->due, limit, fn, arg);
+}
+
+
+static void clear_list(struct uvtw__link* head) {
+  while (!uvtw__list_empty(head))
+    uvtw__list_remove(head->next);
+}
+
+
+void uvtw__core_clear(uvtw__core_t* core) {
+  int l;
+  unsigned s;
+
+  for (l = 0; l < UVTW__LEVELS; l++) {
+    for (s = 0; s < UVTW__SLOTS; s++)
+      clear_list(&core->slots[l][s]);
+    core->occupied[l] = 0;
+  }
+  clear_list(&core->overflow);
+  clear_list(&core->ready);
+  clear_list(&core->due);
+  atomic_store_explicit(&core->active, 0, memory_order_relaxed);
+  core->tasks_filed = 0;
+  core->active_ref = 0;
+}
+
+
+/* ---- uvtw__wheel_check ------------------------------------------------ */
+
+#define CHECK(cond, ...)                                                      \
+  do {                                                                        \
+    if (!(cond)) {                                                            \
+      if (out != NULL) {                                                      \
+        fprintf(out, "uvtw__wheel_check: %s: ", #cond);                       \
+        fprintf(out, __VA_ARGS__);                                            \
+        fputc('\n', out);                                                     \
+      }                                                                       \
+      return -1;                                                              \
+    }                                                                         \
+  } while (0)
+
+typedef struct {
+  uint64_t count;
+  uint64_t tasks;
+  uint64_t refs;
+  uint64_t min_e; /* true minimum expiry tick in slots and overflow */
+} tally_t;
+
+
+/* Checks the links of one list and that each timer's expiry e satisfies
+ * lo <= e <= hi; adds to the tally. */
+static int check_list(const uvtw__core_t* core,
+                      const struct uvtw__link* head,
+                      uint64_t lo,
+                      uint64_t hi,
+                      const char* name,
+                      tally_t* tally,
+                      FILE* out) {
+  const struct uvtw__link* link;
+  const uvtw_timer_t* t;
+  uint64_t e;
+
+  CHECK(head->next->prev == head, "%s: head links", name);
+  for (link = head->next; link != head; link = link->next) {
+    CHECK(link->next != NULL && link->next->prev == link, "%s: links", name);
+    t = uvtw__container_of(link, uvtw_timer_t, link_);
+    e = uvtw__core_tick_of(core, t->deadline_);
+    CHECK(e >= lo && e <= hi,
+          "%s: expiry %llu outside [%llu, %llu] (now_tick %llu)", name,
+          (unsigned long long) e, (unsigned long long) lo,
+          (unsigned long long) hi, (unsigned long long) core->now_tick);
+    CHECK(t->start_id_ < core->next_start_id, "%s: start_id", name);
+    if (t->task_)
+      tally->tasks++;
+    else
+      tally->count++;
+    tally->refs += !t->unref_;
+  }
+  return 0;
+}
+
+
+int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
+  const struct uvtw__link* head;
+  const struct uvtw__link* link;
+  const uvtw_timer_t* t;
+  tally_t tally;
+  uint64_t n;
+  uint64_t block;
+  uint64_t e;
+  uint64_t next;
+  unsigned shift;
+  unsigned digit;
+  unsigned s;
+  int occupied;
+  int l;
+
+  n = core->now_tick;
+  memset(&tally, 0, sizeof(tally));
+  tally.min_e = UINT64_MAX;
+
+  for (l = 0; l < UVTW__LEVELS; l++) {
+    shift = l * UVTW__LEVEL_BITS;
+    digit = (n >> shift) & LEVEL_MASK;
+    for (s = 0; s < UVTW__SLOTS; s++) {
+      head = &core->slots[l][s];
+      occupied = (core->occupied[l] >> s) & 1;
+      CHECK(occupied == !uvtw__list_empty(head),
+            "bitmap bit of level %d slot %u is %d", l, s, occupied);
+      if (!occupied)
+        continue;
+      CHECK(s > digit, "level %d slot %u is at or before now (digit %u)", l,
+            s, digit);
+      /* First tick of the slot's block: n's digits above level l, then s. */
+      block = shift + UVTW__LEVEL_BITS >= 64
+                  ? 0
+                  : (n >> (shift + UVTW__LEVEL_BITS))
+                        << (shift + UVTW__LEVEL_BITS);
+      block |= (uint64_t) s << shift;
+      CHECK(core->slot_min[l][s] >= block,
+            "level %d slot %u: slot_min %llu before its block %llu", l, s,
+            (unsigned long long) core->slot_min[l][s],
+            (unsigned long long) block);
+      CHECK(check_list(core, head, core->slot_min[l][s], UINT64_MAX, "slot",
+                       &tally, out) == 0,
+            "level %d slot %u", l, s);
+      for (link = head->next; link != head; link = link->next) {
+        t = uvtw__container_of(link, uvtw_timer_t, link_);
+        e = uvtw__core_tick_of(core, t->deadline_);
+        if (e < tally.min_e)
+          tally.min_e = e;
+      }
+    }
+  }
+  /* Overflow timers belong to a later top-level block than n. */
+  block = ((n >> UVTW__WHEEL_BITS) + 1) << UVTW__WHEEL_BITS;
+  CHECK(uvtw__list_empty(&core->overflow) || block != 0, "overflow at top");
+  CHECK(check_list(core, &core->overflow, block, UINT64_MAX, "overflow",
+                   &tally, out) == 0, "overflow");
+  for (link = core->overflow.next; link != &core->overflow; link = link->next) {
+    e = uvtw__core_tick_of(core, uvtw__container_of(link, uvtw_timer_t,
+                                                    link_)->deadline_);
+    if (e < tally.min_e)
+      tally.min_e = e;
+  }
+  /* Nothing is due early: ready and due hold only expired timers. */
+  CHECK(check_list(core, &core->ready, 0, n, "ready", &tally, out) == 0,
+        "ready");
+  CHECK(check_list(core, &core->due, 0, n, "due", &tally, out) == 0, "due");
+  for (link = core->due.next; link != &core->due && link->next != &core->due;
+       link = link->next)
+    CHECK(before(link, link->next), "due list out of order");
+
+  CHECK(tally.count == atomic_load_explicit(&core->active,
+                                            memory_order_relaxed),
+        "active %llu, counted %llu",
+        (unsigned long long) atomic_load_explicit(&core->active,
+                                                  memory_order_relaxed),
+        (unsigned long long) tally.count);
+  CHECK(tally.tasks == core->tasks_filed, "tasks_filed %llu, counted %llu",
+        (unsigned long long) core->tasks_filed,
+        (unsigned long long) tally.tasks);
+  CHECK(tally.refs == core->active_ref, "active_ref %llu, counted %llu",
+        (unsigned long long) core->active_ref,
+        (unsigned long long) tally.refs);
+
+  /* The next wake-up is never later than the true minimum. */
+  next = uvtw__core_next_tick(core);
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    CHECK(next <= n, "ready work but next wake-up %llu",
+          (unsigned long long) next);
+  CHECK(next <= tally.min_e, "next wake-up %llu after the minimum %llu",
+        (unsigned long long) next, (unsigned long long) tally.min_e);
+  CHECK(tally.count + tally.tasks != 0 || next == UINT64_MAX, "empty wheel wakes at %llu",
+        (unsigned long long) next);
+  return 0;
+}

@@ -1,0 +1,101 @@
+/* The pure timing wheel: no libuv calls, no threads, no allocation.  Time is
+ * passed in as loop milliseconds, so tests drive it on a simulated clock.
+ * It files uvtw_timer_t's by their private fields (link_, deadline_,
+ * start_id_, unref_, repeat_); the libuv driver (loop.c, timer.c) owns
+ * everything else.  See wheel.c for the level table and the invariants. */
+
+#ifndef UVTW_WHEEL_H
+#define UVTW_WHEEL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "list.h"
+#include "uvtw.h"
+
+#define UVTW__LEVEL_BITS 6
+#define UVTW__SLOTS (1u << UVTW__LEVEL_BITS) /* 64: one bitmap word */
+#define UVTW__LEVELS 6                       /* 36 bits of ticks */
+#define UVTW__WHEEL_BITS (UVTW__LEVEL_BITS * UVTW__LEVELS)
+
+typedef struct uvtw__core_s {
+  uint64_t tick_ms;
+  /* Every tick <= now_tick has been collected: timers in slots expire
+   * strictly after it, timers in `ready` and `due` at or before it. */
+  uint64_t now_tick;
+  uint64_t next_start_id;
+  /* Timers filed anywhere (slots, overflow, ready, due), tasks' apart.
+   * Only the loop thread writes `active`; other threads may read it. */
+  _Atomic uint64_t active;
+  uint64_t tasks_filed;
+  uint64_t active_ref;     /* of both, the referenced ones */
+  uint64_t cascades;       /* timers re-filed from a slot, not expired */
+  uint64_t occupied[UVTW__LEVELS]; /* bit s <=> slots[l][s] is non-empty */
+  /* A lower bound on the expiry tick of every timer in an occupied slot, and
+   * never below the first tick of the slot's block, so a wake-up at it
+   * always collects the slot.  Stale (too low) after a stop or a lazy
+   * re-arm: that costs one early wake-up, never a late one. */
+  uint64_t slot_min[UVTW__LEVELS][UVTW__SLOTS];
+  struct uvtw__link slots[UVTW__LEVELS][UVTW__SLOTS];
+  struct uvtw__link overflow; /* expiry beyond the top level's range */
+  struct uvtw__link ready;    /* due when filed: run by the next pass */
+  struct uvtw__link due;      /* the pass now running, sorted */
+} uvtw__core_t;
+
+void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
+
+/* The timer's expiry tick: its deadline rounded up to a tick. */
+uint64_t uvtw__core_tick_of(const uvtw__core_t* core, uint64_t deadline_ms);
+
+/* Tick to milliseconds, saturating at UINT64_MAX. */
+uint64_t uvtw__core_ms_of(const uvtw__core_t* core, uint64_t tick);
+
+/* (Re)starts `timer` for `deadline_ms`, giving it the next start_id.  An
+ * active timer moved to a deadline at or after its current one, while it
+ * waits in a slot, only has its deadline rewritten (the lazy re-arm): the
+ * slot it sits in comes due no later than the old deadline, and is re-filed
+ * then.  Returns the expiry tick if the wheel's next wake-up may have moved
+ * earlier because of this call, else UINT64_MAX. */
+uint64_t uvtw__core_start(uvtw__core_t* core,
+                          uvtw_timer_t* timer,
+                          uint64_t deadline_ms);
+
+/* Makes `timer` inactive.  No-op on an inactive timer.  Returns non-zero if
+ * this emptied a slot (the next wake-up may now be later). */
+int uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* timer);
+
+/* Sets the timer's ref flag, keeping active_ref exact. */
+void uvtw__core_set_ref(uvtw__core_t* core, uvtw_timer_t* timer, int ref);
+
+/* The earliest tick at which the wheel has work (a due timer, or a slot to
+ * collect), UINT64_MAX if it is empty.  <= now_tick when work is ready.
+ * Never later than the true minimum expiry; O(levels). */
+uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
+
+/* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
+ * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
+ * start_id).  Timers started while the pass runs wait for the next pass.
+ * Work is bounded by the occupied slots (at most LEVELS * 64 lists), not by
+ * the length of the gap since the last pass. */
+void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
+
+/* Takes the first timer of the running pass, or NULL when the pass is over.
+ * A one-shot is made inactive; a repeating timer is restarted for now_ms +
+ * repeat, as libuv does before the callback.  The caller runs timer->cb_. */
+uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms);
+
+/* Calls fn for every active timer, once each, also if fn restarts it. */
+void uvtw__core_walk(uvtw__core_t* core,
+                     void (*fn)(uvtw_timer_t* timer, void* arg),
+                     void* arg);
+
+/* Makes every timer inactive (wheel close).  O(active). */
+void uvtw__core_clear(uvtw__core_t* core);
+
+/* Brute-force check of every invariant above, for tests: re-derives the
+ * occupancy bitmaps, counters and true minimum expiry from the lists.
+ * Returns 0, or -1 after printing which rule broke to `out`. */
+int uvtw__wheel_check(const uvtw__core_t* core, FILE* out);
+
+#endif /* UVTW_WHEEL_H */

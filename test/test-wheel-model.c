@@ -1,0 +1,122 @@
+/* The pure wheel against a reference model on a simulated clock: random
+ * starts, stops, re-arms earlier and later, repeats, small steps and huge
+ * jumps, deadlines from 0 to UINT64_MAX; several seeds and ticks of 1, 7 and
+ * 100 ms.  The same timers must fire at the same time in the same order,
+ * and uvtw__wheel_check() must pass after every step. */
+
+#include "test.h"
+#include "wheel-harness.h"
+
+static uint64_t rng_state;
+
+
+static uint64_t splitmix64(void) {
+  uint64_t z;
+
+  z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+
+static uint64_t draw_prng(harness_t* h, uint64_t bound) {
+  (void) h;
+  if (bound == 0)
+    return 0;
+  return splitmix64() % bound;
+}
+
+
+static harness_t harness;
+
+
+static void run(uint64_t seed, uint64_t tick, uint64_t start, int steps) {
+  harness_t* h;
+  int i;
+
+  h = &harness;
+  rng_state = seed;
+  h->draw = draw_prng;
+  h_init(h, tick, start);
+  for (i = 0; i < steps; i++)
+    h_step(h);
+  ASSERT_GT(h->total_fired, 0);
+  fprintf(stderr, "seed %llu tick %llu start %llu: %llu fired, %llu cascades\n",
+          (unsigned long long) seed, (unsigned long long) tick,
+          (unsigned long long) start, (unsigned long long) h->total_fired,
+          (unsigned long long) h->core.cascades);
+}
+
+
+/* Restarting a waiting timer later must not move it (the lazy re-arm);
+ * earlier must. */
+static void test_lazy_rearm(void) {
+  uvtw__core_t core;
+  uvtw_timer_t a;
+  struct uvtw__link* prev;
+
+  memset(&a, 0, sizeof(a));
+  uvtw__core_init(&core, 1, 1000);
+  uvtw__core_start(&core, &a, 6000);
+  prev = a.link_.prev;
+  ASSERT_UEQ(uvtw__core_start(&core, &a, 9000), UINT64_MAX);
+  ASSERT_PTR_EQ(a.link_.prev, prev);
+  ASSERT_UEQ(a.deadline_, 9000);
+  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  /* Its old slot comes due: it is re-filed, not fired. */
+  uvtw__core_expire(&core, 6500);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 6500), NULL);
+  ASSERT(a.link_.next != NULL);
+  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  uvtw__core_expire(&core, 8999);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 8999), NULL);
+  uvtw__core_expire(&core, 9000);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 9000), &a);
+  ASSERT(a.link_.next == NULL);
+  /* Earlier moves it at once. */
+  uvtw__core_start(&core, &a, 50000);
+  ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
+  ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
+  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+}
+
+
+/* One pass after a gap of 2^40 ms visits occupied slots only. */
+static void test_long_gap(void) {
+  static uvtw_timer_t t[1000];
+  uvtw__core_t core;
+  uint64_t fired;
+  int i;
+
+  memset(t, 0, sizeof(t));
+  uvtw__core_init(&core, 1, 0);
+  for (i = 0; i < 1000; i++)
+    uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919);
+  uvtw__core_expire(&core, (uint64_t) 1 << 40);
+  for (fired = 0; uvtw__core_pop_due(&core, (uint64_t) 1 << 40); fired++)
+    ;
+  ASSERT_UEQ(fired, 1000);
+  ASSERT_UEQ(uvtw__core_next_tick(&core), UINT64_MAX);
+  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+}
+
+
+int main(void) {
+  static const uint64_t ticks[] = {1, 7, 100};
+  static const uint64_t starts[] = {0, 123456789, (uint64_t) 1 << 52};
+  uint64_t seed;
+  int t;
+  int s;
+
+  test_lazy_rearm();
+  test_long_gap();
+  for (seed = 1; seed <= 4; seed++)
+    for (t = 0; t < 3; t++)
+      for (s = 0; s < 3; s++)
+        run(seed * 1000 + t * 10 + s, ticks[t], starts[s], 20000);
+  /* Near the end of time: deadlines saturate at UINT64_MAX. */
+  run(99, 1, UINT64_MAX - ((uint64_t) 1 << 41), 20000);
+  run(98, 7, UINT64_MAX - 100000, 5000);
+  return 0;
+}

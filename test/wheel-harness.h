@@ -1,0 +1,347 @@
+/* Differential harness for the pure wheel: random operations on a simulated
+ * clock, applied both to the wheel and to a reference model that is
+ * obviously right (a flat array scanned in full), checking that the same
+ * timers fire at the same simulated time in the same order, and calling
+ * uvtw__wheel_check() after every step.  Shared by test-wheel-model.c (a
+ * seeded PRNG draws the operations) and fuzz-wheel.c (libFuzzer's bytes
+ * do). */
+
+#ifndef UVTW_WHEEL_HARNESS_H
+#define UVTW_WHEEL_HARNESS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wheel.h"
+
+#define H_TIMERS 96
+#define H_MAX_FIRES 4096  /* per pass */
+#define H_MAX_OPS 3       /* per callback */
+
+typedef struct {
+  int active;
+  uint64_t deadline;
+  uint64_t repeat;
+  uint64_t order; /* the model's own (re)start counter */
+} model_timer_t;
+
+typedef struct {
+  int kind;  /* 0 start, 1 stop */
+  int index;
+  uint64_t timeout;
+  uint64_t repeat;
+} h_op_t;
+
+typedef struct harness_s harness_t;
+struct harness_s {
+  /* The source of decisions: returns a value in [0, bound). */
+  uint64_t (*draw)(harness_t* h, uint64_t bound);
+  void* source;
+  uint64_t tick;
+  uint64_t now;
+  uvtw__core_t core;
+  uvtw_timer_t timers[H_TIMERS];
+  model_timer_t model[H_TIMERS];
+  uint64_t model_order;
+  /* What the wheel did in the current pass, for the model to replay. */
+  int fired[H_MAX_FIRES];
+  h_op_t ops[H_MAX_FIRES][H_MAX_OPS];
+  int nops[H_MAX_FIRES];
+  int nfired;
+  int overflowed;
+  uint64_t total_fired;
+  const char* failure;
+};
+
+#define H_FAIL(h, msg)                                                        \
+  do {                                                                        \
+    fprintf(stderr, "%s:%d: %s (now %llu, tick %llu)\n", __FILE__, __LINE__,  \
+            msg, (unsigned long long) (h)->now,                               \
+            (unsigned long long) (h)->tick);                                  \
+    abort();                                                                  \
+  } while (0)
+
+
+static void h_check_wheel(harness_t* h) {
+  if (uvtw__wheel_check(&h->core, stderr) != 0)
+    H_FAIL(h, "uvtw__wheel_check failed");
+}
+
+
+static uint64_t h_sat_add(uint64_t a, uint64_t b) {
+  return a + b < a ? UINT64_MAX : a + b;
+}
+
+
+/* The model's own rounding: a deadline rounds UP to a whole tick. */
+static uint64_t h_model_tick(const harness_t* h, uint64_t deadline) {
+  return deadline / h->tick + (deadline % h->tick != 0);
+}
+
+
+/* Outside a pass the model and the wheel must agree on every timer. */
+static void h_check(harness_t* h) {
+  uint64_t min_e;
+  uint64_t e;
+  int i;
+
+  h_check_wheel(h);
+  /* Cross-check with the model: the wheel's next wake-up is never after the
+   * model's earliest expiry, and the active count agrees. */
+  min_e = UINT64_MAX;
+  for (i = 0; i < H_TIMERS; i++) {
+    if (!!h->model[i].active != !!(h->timers[i].link_.next != NULL))
+      H_FAIL(h, "active state differs from the model");
+    if (!h->model[i].active)
+      continue;
+    e = h_model_tick(h, h->model[i].deadline);
+    if (e < min_e)
+      min_e = e;
+    if (h->timers[i].deadline_ != h->model[i].deadline)
+      H_FAIL(h, "deadline differs from the model");
+  }
+  if (uvtw__core_next_tick(&h->core) > min_e)
+    H_FAIL(h, "next wake-up later than the model's earliest expiry");
+}
+
+
+
+
+/* A timeout from 0 to UINT64_MAX, most of them small. */
+static uint64_t h_timeout(harness_t* h) {
+  switch (h->draw(h, 8)) {
+  case 0:
+    return h->draw(h, 4);
+  case 1:
+  case 2:
+    return h->draw(h, 300);
+  case 3:
+    return h->draw(h, 70000);
+  case 4:
+    return h->draw(h, (uint64_t) 1 << 30);
+  case 5:
+    return h->draw(h, (uint64_t) 1 << 45);
+  case 6:
+    return UINT64_MAX - h->draw(h, 3);
+  default:
+    return h->draw(h, UINT64_MAX);
+  }
+}
+
+
+static void h_model_start(harness_t* h, int i, uint64_t timeout,
+                          uint64_t repeat) {
+  h->model[i].active = 1;
+  h->model[i].deadline = h_sat_add(h->now, timeout);
+  h->model[i].repeat = repeat;
+  h->model[i].order = h->model_order++;
+}
+
+
+static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
+  uvtw_timer_t* t;
+
+  t = &h->timers[op->index];
+  if (op->kind == 0) {
+    if (to_wheel) {
+      t->repeat_ = op->repeat;
+      uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout));
+    } else {
+      h_model_start(h, op->index, op->timeout, op->repeat);
+    }
+  } else {
+    if (to_wheel)
+      uvtw__core_stop(&h->core, t);
+    else
+      h->model[op->index].active = 0;
+  }
+}
+
+
+static void h_random_op(harness_t* h, h_op_t* op) {
+  op->index = (int) h->draw(h, H_TIMERS);
+  op->kind = h->draw(h, 4) == 0 ? 1 : 0;
+  op->timeout = h_timeout(h);
+  /* Repeats are rarer, and sometimes huge. */
+  switch (h->draw(h, 6)) {
+  case 0:
+    op->repeat = 1 + h->draw(h, 200);
+    break;
+  case 1:
+    op->repeat = h->draw(h, 2) ? UINT64_MAX : (uint64_t) 1 << 50;
+    break;
+  default:
+    op->repeat = 0;
+  }
+}
+
+
+static void h_timer_cb(uvtw_timer_t* t) {
+  harness_t* h;
+  int k;
+  int n;
+
+  h = t->data;
+  if (h->nfired == H_MAX_FIRES) {
+    h->overflowed = 1;
+    return;
+  }
+  k = h->nfired++;
+  h->fired[k] = (int) (t - h->timers);
+  n = (int) h->draw(h, H_MAX_OPS + 2);
+  if (n > H_MAX_OPS)
+    n = 0;
+  h->nops[k] = n;
+  for (int j = 0; j < n; j++) {
+    h_random_op(h, &h->ops[k][j]);
+    h_apply(h, &h->ops[k][j], 1);
+    h_check_wheel(h);
+  }
+}
+
+
+/* The model's pass: every timer due at the start, in (deadline, order)
+ * order; a timer stopped or restarted by an earlier callback is skipped. */
+static void h_model_pass(harness_t* h) {
+  uint64_t now_tick;
+  int due[H_TIMERS];
+  uint64_t due_order[H_TIMERS];
+  int ndue;
+  int fired;
+  int i;
+  int j;
+  int k;
+
+  now_tick = h->now / h->tick;
+  ndue = 0;
+  for (i = 0; i < H_TIMERS; i++)
+    if (h->model[i].active &&
+        h_model_tick(h, h->model[i].deadline) <= now_tick)
+      due[ndue++] = i;
+  /* Insertion sort: obviously right. */
+  for (i = 1; i < ndue; i++)
+    for (j = i; j > 0; j--) {
+      model_timer_t* a = &h->model[due[j - 1]];
+      model_timer_t* b = &h->model[due[j]];
+      if (a->deadline < b->deadline ||
+          (a->deadline == b->deadline && a->order < b->order))
+        break;
+      k = due[j];
+      due[j] = due[j - 1];
+      due[j - 1] = k;
+    }
+  for (i = 0; i < ndue; i++)
+    due_order[i] = h->model[due[i]].order;
+
+  fired = 0;
+  for (i = 0; i < ndue; i++) {
+    model_timer_t* m = &h->model[due[i]];
+    if (!m->active || m->order != due_order[i])
+      continue; /* stopped or restarted earlier in this pass */
+    if (fired >= h->nfired)
+      H_FAIL(h, "the model fires a timer the wheel did not");
+    if (h->fired[fired] != due[i]) {
+      fprintf(stderr, "pass fire #%d: wheel fired timer %d, model %d\n",
+              fired, h->fired[fired], due[i]);
+      H_FAIL(h, "firing order differs from the model");
+    }
+    if (m->deadline > h->now)
+      H_FAIL(h, "fired before its deadline");
+    if (m->repeat != 0) {
+      m->deadline = h_sat_add(h->now, m->repeat);
+      m->order = h->model_order++;
+    } else {
+      m->active = 0;
+    }
+    for (k = 0; k < h->nops[fired]; k++)
+      h_apply(h, &h->ops[fired][k], 0);
+    fired++;
+  }
+  if (fired != h->nfired)
+    H_FAIL(h, "the wheel fired a timer the model did not");
+}
+
+
+static void h_pass(harness_t* h) {
+  uvtw_timer_t* t;
+
+  h->nfired = 0;
+  h->overflowed = 0;
+  uvtw__core_expire(&h->core, h->now);
+  h_check_wheel(h);
+  while ((t = uvtw__core_pop_due(&h->core, h->now)) != NULL) {
+    t->cb_(t);
+    h_check_wheel(h);
+  }
+  if (h->overflowed)
+    H_FAIL(h, "too many fires in one pass for the harness");
+  h_model_pass(h);
+  h->total_fired += h->nfired;
+  h_check(h);
+}
+
+
+static void h_init(harness_t* h, uint64_t tick, uint64_t start_ms) {
+  int i;
+
+  h->tick = tick;
+  h->now = start_ms;
+  h->model_order = 0;
+  h->total_fired = 0;
+  uvtw__core_init(&h->core, tick, start_ms);
+  for (i = 0; i < H_TIMERS; i++) {
+    memset(&h->timers[i], 0, sizeof(h->timers[i]));
+    h->timers[i].data = h;
+    h->timers[i].cb_ = h_timer_cb;
+    memset(&h->model[i], 0, sizeof(h->model[i]));
+  }
+}
+
+
+/* One step: an operation, or an advance of the clock and a pass. */
+static void h_step(harness_t* h) {
+  h_op_t op;
+  uint64_t next;
+  uint64_t step;
+
+  switch (h->draw(h, 10)) {
+  case 0:
+  case 1:
+  case 2:
+  case 3:
+  case 4:
+    h_random_op(h, &op);
+    h_apply(h, &op, 1);
+    h_apply(h, &op, 0);
+    break;
+  case 5:
+    /* Straight to the wheel's next wake-up, as the driver does. */
+    next = uvtw__core_next_tick(&h->core);
+    if (next != UINT64_MAX)
+      next = uvtw__core_ms_of(&h->core, next);
+    if (next > h->now && next != UINT64_MAX)
+      h->now = next;
+    h_pass(h);
+    break;
+  default:
+    switch (h->draw(h, 8)) {
+    case 0:
+      step = 0;
+      break;
+    case 1:
+      step = h->draw(h, (uint64_t) 1 << 40); /* a huge jump */
+      break;
+    case 2:
+      step = h->draw(h, 100000);
+      break;
+    default:
+      step = h->draw(h, 150);
+    }
+    h->now = h_sat_add(h->now, step);
+    h_pass(h);
+  }
+  h_check(h);
+}
+
+#endif /* UVTW_WHEEL_HARNESS_H */

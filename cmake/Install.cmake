@@ -22,6 +22,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/uvtwConfig.cmake
               cmake/uvtwLibuv.cmake
         DESTINATION ${UVTW_CMAKE_DIR})
 
+# Relocatable: the prefix is found from the .pc file's own place, so
+# `cmake --install --prefix ANY` gives a working uvtw.pc.
+file(RELATIVE_PATH UVTW_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 configure_file(cmake/uvtw.pc.in ${CMAKE_CURRENT_BINARY_DIR}/uvtw.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/uvtw.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -276,6 +276,7 @@ static void sort_due(uvtw__core_t* core) {
   struct uvtw__link* a;
   struct uvtw__link* b;
   struct uvtw__link** tail;
+  struct uvtw__link** next_tail;
   struct uvtw__link* p;
   struct uvtw__link* prev;
   int runs;
@@ -296,7 +297,8 @@ static void sort_due(uvtw__core_t* core) {
     while (list != NULL) {
       a = cut_run(list, &rest);
       b = rest != NULL ? cut_run(rest, &list) : (list = NULL);
-      *tail = merge(a, b, &tail);
+      *tail = merge(a, b, &next_tail);
+      tail = next_tail;
       runs++;
     }
     list = merged;

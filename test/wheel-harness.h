@@ -16,7 +16,7 @@
 #include "wheel.h"
 
 #define H_TIMERS 96
-#define H_MAX_FIRES 4096  /* per pass */
+#define H_MAX_FIRES H_TIMERS /* a timer fires at most once a pass */
 #define H_MAX_OPS 3       /* per callback */
 
 typedef struct {

@@ -16,8 +16,7 @@ struct uvtw_wheel_s {
   /* Re-arms the driver outside its own callback.  libuv 1.44 runs a timer
    * re-armed with 0 inside its own callback again in the same pass, which
    * would break the pass snapshot, so a pass that leaves work due now hands
-   * over to this prepare handle.  It also moves the driver later after
-   * stops.  Always unreferenced. */
+   * over to this prepare handle.  Always unreferenced. */
   uv_prepare_t rearm;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uint64_t armed_tick; /* the driver's wake-up tick; UINT64_MAX if stopped */
@@ -41,9 +40,16 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
     uvtw__driver_update(wheel);
 }
 
-/* After the core's next wake-up may have moved later: re-arm lazily, once
- * per loop iteration, from the prepare handle. */
-void uvtw__driver_later(uvtw_wheel_t* wheel);
+/* Non-zero if the driver is armed for this active timer's expiry tick, so
+ * that stopping or moving it may move the next wake-up later.  Never
+ * inside a pass: the end of the pass re-arms anyway. */
+static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
+                                         const uvtw_timer_t* timer) {
+  return timer->link_.next != NULL && !wheel->in_pass &&
+         wheel->armed_tick != UINT64_MAX &&
+         uvtw__core_tick_of(&wheel->core, timer->deadline_) ==
+             wheel->armed_tick;
+}
 
 /* Brings the driver's ref state up to date: referenced iff an active
  * referenced timer or a drained live task exists. */

@@ -1,11 +1,14 @@
 /* The wheel on a libuv loop: its lifecycle and the driver uv_timer_t.
  *
  * The driver is armed for uvtw__core_next_tick(), never on a fixed tick.
- * Starting a timer earlier than the armed tick re-arms it at once (so
- * uv_backend_timeout() is exact); stops and lazy re-arms leave it armed,
- * and the prepare handle moves it later once per loop iteration when a stop
- * emptied a slot.  A pass collects what is due, then runs it; a callback may
- * start, stop or restart any timer, or close the wheel. */
+ * Starting a timer earlier than the armed tick re-arms it at once, and so
+ * does stopping or moving the timer it is armed for, so uv_backend_timeout()
+ * tells the next wake-up.  That wake-up is exact after starts; it may be
+ * early (never late) when a slot's minimum went stale because a timer left
+ * it, or when a lazily re-armed timer's old slot comes due: then the pass
+ * just re-files (cascades) and re-arms.  A pass collects what is due, then
+ * runs it; a callback may start, stop or restart any timer, or close the
+ * wheel. */
 
 #include <stdlib.h>
 
@@ -57,18 +60,6 @@ void uvtw__driver_update(uvtw_wheel_t* wheel) {
   else if (next != wheel->armed_tick)
     arm(wheel, next);
   uvtw__driver_sync_ref(wheel);
-}
-
-
-void uvtw__driver_later(uvtw_wheel_t* wheel) {
-  if (wheel->in_pass || wheel->armed_tick == UINT64_MAX)
-    return; /* the end of the pass re-arms anyway */
-  if (atomic_load_explicit(&wheel->core.active, memory_order_relaxed) == 0) {
-    disarm(wheel);
-    return;
-  }
-  if (!uv_is_active((uv_handle_t*) &wheel->rearm))
-    uv_prepare_start(&wheel->rearm, rearm_cb);
 }
 
 

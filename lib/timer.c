@@ -39,22 +39,33 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   deadline = now + timeout < now ? UINT64_MAX : now + timeout;
   timer->cb_ = cb;
   timer->repeat_ = repeat;
-  e = uvtw__core_start(&wheel->core, timer, deadline);
-  uvtw__driver_earlier(wheel, e);
-  uvtw__driver_sync_ref(wheel);
+  if (uvtw__driver_waits_for(wheel, timer)) {
+    /* The driver is armed for this timer: move it for real, not lazily,
+     * and re-arm, so the driver does not wake for nothing. */
+    uvtw__core_start(&wheel->core, timer, deadline, 0);
+    uvtw__driver_update(wheel);
+  } else {
+    e = uvtw__core_start(&wheel->core, timer, deadline, 1);
+    uvtw__driver_earlier(wheel, e);
+    uvtw__driver_sync_ref(wheel);
+  }
   return 0;
 }
 
 
 int uvtw_timer_stop(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
+  int waited_for;
 
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  if (uvtw__core_stop(&wheel->core, timer))
-    uvtw__driver_later(wheel);
-  uvtw__driver_sync_ref(wheel);
+  waited_for = uvtw__driver_waits_for(wheel, timer);
+  uvtw__core_stop(&wheel->core, timer);
+  if (waited_for)
+    uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
+  else
+    uvtw__driver_sync_ref(wheel);
   return 0;
 }
 

@@ -158,13 +158,14 @@ static int unlink_timer(uvtw__core_t* core, uvtw_timer_t* t) {
 
 uint64_t uvtw__core_start(uvtw__core_t* core,
                           uvtw_timer_t* t,
-                          uint64_t deadline_ms) {
+                          uint64_t deadline_ms,
+                          int lazy) {
   uint64_t e;
 
   t->start_id_ = core->next_start_id++;
   if (t->link_.next != NULL) {
     /* In a slot or the overflow list iff its expiry is after now_tick. */
-    if (deadline_ms >= t->deadline_ &&
+    if (lazy && deadline_ms >= t->deadline_ &&
         uvtw__core_tick_of(core, t->deadline_) > core->now_tick) {
       t->deadline_ = deadline_ms;
       return UINT64_MAX;

@@ -51,15 +51,17 @@ uint64_t uvtw__core_tick_of(const uvtw__core_t* core, uint64_t deadline_ms);
 /* Tick to milliseconds, saturating at UINT64_MAX. */
 uint64_t uvtw__core_ms_of(const uvtw__core_t* core, uint64_t tick);
 
-/* (Re)starts `timer` for `deadline_ms`, giving it the next start_id.  An
- * active timer moved to a deadline at or after its current one, while it
- * waits in a slot, only has its deadline rewritten (the lazy re-arm): the
- * slot it sits in comes due no later than the old deadline, and is re-filed
- * then.  Returns the expiry tick if the wheel's next wake-up may have moved
- * earlier because of this call, else UINT64_MAX. */
+/* (Re)starts `timer` for `deadline_ms`, giving it the next start_id.  If
+ * `lazy` is non-zero, an active timer moved to a deadline at or after its
+ * current one, while it waits in a slot, only has its deadline rewritten
+ * (the lazy re-arm): the slot it sits in comes due no later than the old
+ * deadline, and is re-filed then.  Returns the expiry tick if the wheel's
+ * next wake-up may have moved earlier because of this call, else
+ * UINT64_MAX. */
 uint64_t uvtw__core_start(uvtw__core_t* core,
                           uvtw_timer_t* timer,
-                          uint64_t deadline_ms);
+                          uint64_t deadline_ms,
+                          int lazy);
 
 /* Makes `timer` inactive.  No-op on an inactive timer.  Returns non-zero if
  * this emptied a slot (the next wake-up may now be later). */

@@ -28,6 +28,7 @@ typedef struct {
 
 typedef struct {
   int kind;  /* 0 start, 1 stop */
+  int lazy;  /* a start may re-arm lazily */
   int index;
   uint64_t timeout;
   uint64_t repeat;
@@ -146,7 +147,7 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
   if (op->kind == 0) {
     if (to_wheel) {
       t->repeat_ = op->repeat;
-      uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout));
+      uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout), op->lazy);
     } else {
       h_model_start(h, op->index, op->timeout, op->repeat);
     }
@@ -162,6 +163,7 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
 static void h_random_op(harness_t* h, h_op_t* op) {
   op->index = (int) h->draw(h, H_TIMERS);
   op->kind = h->draw(h, 4) == 0 ? 1 : 0;
+  op->lazy = h->draw(h, 4) != 0;
   op->timeout = h_timeout(h);
   /* Repeats are rarer, and sometimes huge. */
   switch (h->draw(h, 6)) {

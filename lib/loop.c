@@ -54,6 +54,7 @@ static void disarm(uvtw_wheel_t* wheel) {
 void uvtw__driver_update(uvtw_wheel_t* wheel) {
   uint64_t next;
 
+  uvtw__core_tighten(&wheel->core);
   next = uvtw__core_next_tick(&wheel->core);
   if (next == UINT64_MAX)
     disarm(wheel);

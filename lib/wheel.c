@@ -220,6 +220,41 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 }
 
 
+void uvtw__core_tighten(uvtw__core_t* core) {
+  struct uvtw__link* head;
+  struct uvtw__link* link;
+  uint64_t block_end;
+  uint64_t min_e;
+  uint64_t e;
+  unsigned shift;
+  unsigned s;
+  int count;
+  int l;
+
+  for (l = 0; l < UVTW__LEVELS && core->occupied[l] == 0; l++)
+    ;
+  if (l == UVTW__LEVELS)
+    return;
+  s = __builtin_ctzll(core->occupied[l]);
+  head = &core->slots[l][s];
+  min_e = UINT64_MAX;
+  count = 0;
+  for (link = head->next; link != head; link = link->next) {
+    if (++count > UVTW__TIGHTEN_MAX)
+      return;
+    e = uvtw__core_tick_of(core, timer_of(link)->deadline_);
+    if (e < min_e)
+      min_e = e;
+  }
+  /* A lazily re-armed timer may expire past the slot's block; waking at
+   * the block's last tick still collects the slot, and keeps every level's
+   * minimum before the next level's (uvtw__core_next_tick relies on it). */
+  shift = l * UVTW__LEVEL_BITS;
+  block_end = core->slot_min[l][s] | (((uint64_t) 1 << shift) - 1);
+  core->slot_min[l][s] = min_e < block_end ? min_e : block_end;
+}
+
+
 /* Natural merge sort of a NULL-terminated singly linked list by
  * (deadline, start_id).  Start ids are unique, so stability is moot. */
 static int before(const struct uvtw__link* a, const struct uvtw__link* b) {
@@ -557,6 +592,9 @@ int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
             "level %d slot %u: slot_min %llu before its block %llu", l, s,
             (unsigned long long) core->slot_min[l][s],
             (unsigned long long) block);
+      CHECK(core->slot_min[l][s] <= (block | (((uint64_t) 1 << shift) - 1)),
+            "level %d slot %u: slot_min %llu after its block", l, s,
+            (unsigned long long) core->slot_min[l][s]);
       CHECK(check_list(core, head, core->slot_min[l][s], UINT64_MAX, "slot",
                        &tally, out) == 0,
             "level %d slot %u", l, s);

@@ -75,6 +75,14 @@ void uvtw__core_set_ref(uvtw__core_t* core, uvtw_timer_t* timer, int ref);
  * Never later than the true minimum expiry; O(levels). */
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 
+/* Makes the wheel's next wake-up exact when the earliest slot holds at most
+ * UVTW__TIGHTEN_MAX timers: recomputes that slot's minimum from the timers'
+ * real expiries (a stop or a lazy re-arm leaves it stale, too early).  The
+ * bound keeps it O(1); a larger slot keeps its early wake-up, at which the
+ * slot is re-filed (a cascade). */
+#define UVTW__TIGHTEN_MAX 8
+void uvtw__core_tighten(uvtw__core_t* core);
+
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
  * start_id).  Timers started while the pass runs wait for the next pass.

@@ -307,7 +307,10 @@ static void h_step(harness_t* h) {
   uint64_t next;
   uint64_t step;
 
-  switch (h->draw(h, 10)) {
+  switch (h->draw(h, 11)) {
+  case 10:
+    uvtw__core_tighten(&h->core);
+    break;
   case 0:
   case 1:
   case 2:

@@ -1,0 +1,245 @@
+/* The driver is armed for exactly the next deadline: uv_backend_timeout(loop)
+ * equals the time to the nearest uvtw deadline (1000 right after starting a
+ * 1000 ms timer), exactly as it would for a uv_timer_t; nothing wakes the
+ * loop earlier.  uv_loop_alive(loop) is 0 as soon as the wheel has nothing
+ * referenced left.  (uv_backend_timeout is 0 until the loop has run once,
+ * so the loop runs once with UV_RUN_NOWAIT first; API.md, "Fine print".) */
+
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "test.h"
+#include "uvtw.h"
+
+static uv_loop_t loop;
+static uvtw_wheel_t* wheel;
+static int close_cb_called;
+static uvtw_timer_t a;
+static uvtw_timer_t b;
+static uvtw_timer_t c;
+static uv_timer_t u;
+
+
+static void never_cb(uvtw_timer_t* timer) {
+  (void) timer;
+  ASSERT(0 && "must not run");
+}
+
+
+static void never_uv_cb(uv_timer_t* handle) {
+  (void) handle;
+  ASSERT(0 && "must not run");
+}
+
+
+/* Outside the loop: uv_now does not move, so the values are exact. */
+static void right_after_start(void) {
+  static const uint64_t timeouts[] = {
+    1000, 1, 2, 37, 63, 64, 65, 255, 256, 257, 999, 1001, 4096, 65536,
+    123456, 3600000, 86400000
+  };
+  size_t i;
+
+  for (i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
+    ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, timeouts[i], 0));
+    ASSERT_EQ((int64_t) timeouts[i], uv_backend_timeout(&loop));
+    /* A uv_timer_t twin gives the same number. */
+    ASSERT_EQ(0, uvtw_timer_stop(&a));
+    ASSERT_EQ(0, uv_loop_alive(&loop));
+    ASSERT_UV_OK(uv_timer_start(&u, never_uv_cb, timeouts[i], 0));
+    ASSERT_EQ((int64_t) timeouts[i], uv_backend_timeout(&loop));
+    ASSERT_UV_OK(uv_timer_stop(&u));
+  }
+
+  /* The minimum over several timers, as they come and go. */
+  ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 1000, 0));
+  ASSERT_EQ(1000, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 300, 0));
+  ASSERT_EQ(300, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 5000, 0));
+  ASSERT_EQ(300, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_stop(&b));
+  ASSERT_EQ(1000, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 7000, 0)); /* later */
+  ASSERT_EQ(5000, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 20, 0)); /* earlier */
+  ASSERT_EQ(20, uv_backend_timeout(&loop));
+  /* An unreferenced timer still counts, as for uv_timer_t. */
+  uvtw_timer_unref(&b);
+  ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 7, 0));
+  ASSERT_EQ(7, uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_stop(&b));
+  uvtw_timer_ref(&b);
+  ASSERT_EQ(20, uv_backend_timeout(&loop));
+  /* A uv_timer_t later than the wheel's next deadline changes nothing. */
+  ASSERT_UV_OK(uv_timer_start(&u, never_uv_cb, 25, 0));
+  ASSERT_EQ(20, uv_backend_timeout(&loop));
+  ASSERT_UV_OK(uv_timer_stop(&u));
+
+  ASSERT_EQ(0, uvtw_timer_stop(&a));
+  ASSERT_EQ(1, uv_loop_alive(&loop)); /* c */
+  ASSERT_EQ(0, uvtw_timer_stop(&c));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
+  ASSERT_EQ(0, uv_backend_timeout(&loop)); /* nothing active */
+}
+
+
+/* Between passes, as a program that embeds the loop sees it (uv_run with
+ * UV_RUN_NOWAIT, then poll uv_backend_fd for uv_backend_timeout): once the
+ * 20 ms timer has fired, the backend timeout is the time left until the
+ * 1000 ms timer. */
+static int short_fired;
+
+static void short_cb(uvtw_timer_t* timer) {
+  (void) timer;
+  short_fired++;
+}
+
+
+static void between_passes(void) {
+  uint64_t a_deadline;
+  uint64_t now;
+  int k;
+
+  a_deadline = uv_now(&loop) + 1000;
+  ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 1000, 0));
+  ASSERT_EQ(0, uvtw_timer_start(&b, short_cb, 20, 0));
+  ASSERT_EQ(20, uv_backend_timeout(&loop));
+  short_fired = 0;
+  for (k = 0; short_fired == 0; k++) {
+    ASSERT_LT(k, 100000);
+    uv_sleep(1);
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  }
+  for (k = 0; k < 3; k++) {
+    now = uv_now(&loop);
+    ASSERT_ULT(now, a_deadline);
+    ASSERT_EQ((int64_t) (a_deadline - now), uv_backend_timeout(&loop));
+    ASSERT_UEQ(a_deadline - now, uvtw_timer_get_due_in(&a));
+    uv_sleep(2);
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  }
+
+  /* Restarted to a later deadline, or the earliest stopped, between
+   * passes: after the next pass the driver is armed for the new minimum,
+   * not left to wake up for nothing. */
+  a_deadline = uv_now(&loop) + 3000;
+  ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 3000, 0));
+  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  now = uv_now(&loop);
+  ASSERT_EQ((int64_t) (a_deadline - now), uv_backend_timeout(&loop));
+  ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 100, 0));
+  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  ASSERT_EQ(0, uvtw_timer_stop(&b));
+  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  now = uv_now(&loop);
+  ASSERT_EQ((int64_t) (a_deadline - now), uv_backend_timeout(&loop));
+
+  ASSERT_EQ(0, uvtw_timer_stop(&a));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
+  ASSERT_EQ(0, uv_backend_timeout(&loop));
+}
+
+
+/* The same rules at many different loop times (a wheel's slot boundaries
+ * fall differently relative to uv_now each time): after stopping the
+ * earliest timer, or restarting it later, the driver is armed for the new
+ * minimum at once, and still after a pass. */
+static void sweep_alignments(void) {
+  static const uint64_t pairs_ms[][2] = {
+    { 20, 7 }, { 300, 1 }, { 64, 63 }, { 257, 255 }, { 5000, 64 },
+    { 70000, 4000 }
+  };
+  uint64_t first;
+  uint64_t second;
+  size_t j;
+  int k;
+
+  for (k = 0; k < 150; k++) {
+    uv_sleep(1 + k % 3);
+    ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 60000, 0));
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+    ASSERT_EQ(0, uvtw_timer_stop(&c));
+    j = (size_t) k % (sizeof(pairs_ms) / sizeof(pairs_ms[0]));
+    first = pairs_ms[j][0];
+    second = pairs_ms[j][1];
+
+    /* Stop the earliest. */
+    ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, first, 0));
+    ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, second, 0));
+    ASSERT_EQ((int64_t) second, uv_backend_timeout(&loop));
+    ASSERT_EQ(0, uvtw_timer_stop(&b));
+    if ((int64_t) first != uv_backend_timeout(&loop))
+      fprintf(stderr, "k %d: stopped the %" PRIu64 " ms timer at uv_now %"
+              PRIu64 "; backend timeout %d, expected %" PRIu64 "\n", k,
+              second, uv_now(&loop), uv_backend_timeout(&loop), first);
+    ASSERT_EQ((int64_t) first, uv_backend_timeout(&loop));
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+    ASSERT_EQ((int64_t) uvtw_timer_get_due_in(&a), uv_backend_timeout(&loop));
+
+    /* Restart the earliest to later than the other. */
+    ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, second, 0));
+    ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, first, 0));
+    ASSERT_EQ((int64_t) second, uv_backend_timeout(&loop));
+    ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, first + 1, 0));
+    ASSERT_EQ((int64_t) first, uv_backend_timeout(&loop));
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+    ASSERT_EQ((int64_t) uvtw_timer_get_due_in(&a), uv_backend_timeout(&loop));
+
+    ASSERT_EQ(0, uvtw_timer_stop(&a));
+    ASSERT_EQ(0, uvtw_timer_stop(&b));
+    ASSERT_EQ(0, uv_loop_alive(&loop));
+  }
+}
+
+
+/* A one-shot firing leaves nothing referenced, and a stopped timer leaves
+ * no stale driver behind: uv_run(UV_RUN_DEFAULT) returns 0 after the one
+ * run, and uv_loop_alive is 0. */
+static void nothing_left(void) {
+  ASSERT_EQ(0, uvtw_timer_start(&a, short_cb, 1, 0));
+  ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 2000, 0));
+  ASSERT_EQ(0, uvtw_timer_stop(&b));
+  ASSERT_EQ(1, uv_backend_timeout(&loop));
+  short_fired = 0;
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(1, short_fired);
+  ASSERT_EQ(0, uv_loop_alive(&loop));
+  ASSERT_EQ(0, uv_backend_timeout(&loop));
+}
+
+
+static void wheel_close_cb(uvtw_wheel_t* w) {
+  ASSERT_PTR_EQ(w, wheel);
+  close_cb_called++;
+}
+
+
+int main(void) {
+  ASSERT_UV_OK(uv_loop_init(&loop));
+  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
+  ASSERT_EQ(0, uv_loop_alive(&loop)); /* an empty wheel holds nothing */
+  ASSERT_UV_OK(uv_timer_init(&loop, &u));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
+
+  /* Run the loop once, with something alive so that uv_run really runs. */
+  ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 60000, 0));
+  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  ASSERT_EQ(0, uvtw_timer_stop(&c));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
+
+  right_after_start();
+  between_passes();
+  sweep_alignments();
+  nothing_left();
+
+  uv_close((uv_handle_t*) &u, NULL);
+  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(1, close_cb_called);
+  ASSERT_EQ(0, uv_loop_close(&loop));
+  return 0;
+}

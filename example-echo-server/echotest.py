@@ -1,0 +1,227 @@
+"""Helpers shared by the echo server's tests (test_*.py).
+
+Each test starts uvtw-echo-server on port 0, reads the port from the line
+it prints, talks to it with sockets or echo-load, then stops it with
+SIGTERM and checks that it exits 0 and that no sanitizer complained.
+Timing bounds are generous on purpose: the tests run on loaded 2-core
+machines.
+"""
+
+import argparse
+import os
+import re
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
+                   "ThreadSanitizer")
+
+_failures = []
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    p.add_argument("--server", required=True, help="uvtw-echo-server")
+    p.add_argument("--load", required=True, help="echo-load")
+    p.add_argument("--timers", default="wheel", choices=("wheel", "uv"))
+    return p.parse_args()
+
+
+def raise_nofile(want=8192):
+    """1,000 connections need more descriptors than a default 1024."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, want)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+def check(cond, msg):
+    """Records a failure instead of stopping, so one run shows them all."""
+    if cond:
+        log("  ok   " + msg)
+    else:
+        log("  FAIL " + msg)
+        _failures.append(msg)
+    return cond
+
+
+def finish():
+    if _failures:
+        log("%d check(s) failed:" % len(_failures))
+        for f in _failures:
+            log("  - " + f)
+        sys.exit(1)
+    log("all checks passed")
+    sys.exit(0)
+
+
+class Server:
+    """uvtw-echo-server on a free port; stderr goes to a temporary file."""
+
+    def __init__(self, exe, timers, *extra, start_timeout=15.0):
+        raise_nofile()
+        self.err = tempfile.TemporaryFile()
+        self.argv = [exe, "--port", "0", "--timers", timers] + list(extra)
+        log("starting: " + " ".join(self.argv))
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
+                                     stderr=self.err)
+        line = b""
+        deadline = time.monotonic() + start_timeout
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [],
+                                              left)[0]:
+                self.proc.kill()
+                raise RuntimeError("server printed no port: %r" % line)
+            b = os.read(self.proc.stdout.fileno(), 1)
+            if not b:
+                raise RuntimeError("server exited: %s" % self.stderr())
+            line += b
+        m = re.search(rb"listening on \S+:(\d+)", line)
+        if not m:
+            raise RuntimeError("unexpected first line: %r" % line)
+        self.port = int(m.group(1))
+        self.rc = None
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30.0):
+        """Signals the server; returns (exit code, stderr)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.rc = self.proc.wait()
+            log("server did not exit within %.0f s after the signal"
+                % timeout)
+            self.rc = "timeout"
+        self.proc.stdout.close()
+        return self.rc, self.stderr()
+
+    def stop_and_check(self, sig=signal.SIGTERM, timeout=30.0):
+        rc, err = self.stop(sig, timeout)
+        check(rc == 0, "server exits 0 on %s (got %s)"
+              % (signal.Signals(sig).name, rc))
+        bad = [m for m in SANITIZER_MARKS if m in err]
+        check(not bad, "no sanitizer report (%s)" % ", ".join(bad or ["-"]))
+        for line in err.splitlines():
+            if "exit:" in line or bad:
+                log("  server: " + line)
+        return err
+
+
+class Conn:
+    """A line-oriented client socket with timeouts."""
+
+    def __init__(self, port, host="127.0.0.1"):
+        self.sock = socket.create_connection((host, port), timeout=10)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.eof = False
+        self.t_last = time.monotonic()  # our last send: activity
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        # Taken before sending: the server cannot see the bytes earlier, so
+        # "not before X ms of silence" checks stay on the safe side.
+        self.t_last = time.monotonic()
+        self.sock.sendall(data)
+
+    def line(self, timeout=5.0):
+        """The next line (bytes, without \\n); None at EOF; raises
+        TimeoutError if nothing complete comes in time."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            if self.eof:
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no line in %.1f s (have %r)"
+                                   % (timeout, self.buf[:80]))
+            self.sock.settimeout(left)
+            try:
+                d = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                d = b""
+            if not d:
+                self.eof = True
+            self.buf += d
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def text(self, timeout=5.0):
+        line = self.line(timeout)
+        return None if line is None else line.decode(errors="replace")
+
+    def expect_eof(self, timeout=5.0):
+        """True if the server closes (after any lines, which are returned
+        in a list)."""
+        rest = []
+        try:
+            while True:
+                line = self.line(timeout)
+                if line is None:
+                    return True, rest
+                rest.append(line)
+        except TimeoutError:
+            return False, rest
+
+    def reset(self):
+        """Closes abruptly: RST, not FIN."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                             b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self.sock.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def stats(port):
+    """STATS from a fresh connection, as a dict of ints."""
+    c = Conn(port)
+    c.send("STATS\n")
+    line = c.text()
+    c.close()
+    out = {}
+    for kv in (line or "").split()[1:]:
+        k, _, v = kv.partition("=")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+def run_load(exe, port, *args, timeout=120):
+    """Runs echo-load; returns (exit code, output, RESULT dict)."""
+    argv = [exe, "--port", str(port)] + [str(a) for a in args]
+    log("running: " + " ".join(argv))
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=timeout)
+    out = p.stdout.decode(errors="replace")
+    for line in out.splitlines():
+        log("  | " + line)
+    result = {}
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            for kv in line.split()[1:]:
+                k, _, v = kv.partition("=")
+                result[k] = float(v)
+    return p.returncode, out, result

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Echo, heartbeat and idle close with small timings (heartbeat 100 ms,
+idle 300 ms), STATS, and BYE busy past --max-conns."""
+
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
+
+from echotest import (Conn, Server, check, finish, log, parse_args,
+                      run_load, stats)
+
+HB = 100
+IDLE = 300
+# Never early; late by at most this much (a loaded 2-core box).
+LATE = 1000
+
+
+def test_echo(port):
+    log("echo")
+    c = Conn(port)
+    c.send("hello world\n")
+    check(c.text() == "hello world", "a line comes back unchanged")
+    c.send("crlf\r\n\nPINGX\nREQUEST 1 2 3\nreq a 1 1\n")
+    check(c.line() == b"crlf\r", "CRLF: the \\r is kept")
+    check(c.line() == b"", "an empty line is echoed")
+    check(c.text() == "PINGX", "not a command: echoed")
+    check(c.text() == "REQUEST 1 2 3", "REQUEST is not REQ: echoed")
+    check(c.text() == "req a 1 1", "commands are case-sensitive: echoed")
+    c.send("PONG\nafter pong\n")
+    check(c.text() == "after pong", "PONG gets no reply")
+    c.send("sp")
+    time.sleep(0.05)
+    c.send("lit\n")
+    check(c.text() == "split", "a line in two packets")
+    c.send("STATS\n")
+    s = c.text()
+    check(s.startswith("STATS conns=1 "), "STATS: %s" % s)
+    c.close()
+
+
+def test_heartbeat_idle(port):
+    log("heartbeat and idle close")
+    c = Conn(port)
+    c.send("x\n")
+    c.text()
+    t0 = c.t_last
+    times = []
+    while True:
+        line = c.text(timeout=IDLE / 1000 + LATE / 1000 + 2)
+        if line is None:
+            break
+        times.append((line, (time.monotonic() - t0) * 1000))
+        if line.startswith("BYE"):
+            break
+    log("  saw %s" % ", ".join("%s@%.0fms" % t for t in times))
+    pings = [t for l, t in times if l == "PING"]
+    byes = [(l, t) for l, t in times if l.startswith("BYE")]
+    check(len(pings) >= 1, "PING after silence")
+    check(pings and pings[0] >= HB - 2 and pings[0] <= HB + LATE,
+          "first PING at >= %d ms of silence" % HB)
+    check(byes and byes[0][0] == "BYE idle", "BYE idle")
+    check(byes and IDLE - 2 <= byes[0][1] <= IDLE + LATE,
+          "BYE idle at %d..%d ms of silence" % (IDLE, IDLE + LATE))
+    eof, rest = c.expect_eof()
+    check(eof and not rest, "then the server closes")
+    c.close()
+
+
+def test_pong_keeps_alive(port):
+    log("PONG counts as activity")
+    c = Conn(port)
+    end = time.monotonic() + 4 * IDLE / 1000
+    pongs = 0
+    ok = True
+    while time.monotonic() < end:
+        try:
+            line = c.text(timeout=0.05)
+        except TimeoutError:
+            continue
+        if line == "PING":
+            c.send("PONG\n")
+            pongs += 1
+        else:
+            ok = False
+            log("  unexpected: %r" % line)
+            break
+    check(ok and pongs >= 2,
+          "answering PING with PONG keeps it open for %d ms (%d PONGs)"
+          % (4 * IDLE, pongs))
+    t0 = c.t_last
+    lines = []
+    while True:
+        line = c.text(timeout=IDLE / 1000 + LATE / 1000 + 2)
+        if line is None or line.startswith("BYE"):
+            lines.append(line)
+            break
+        lines.append(line)
+    took = (time.monotonic() - t0) * 1000
+    check(lines[-1] == "BYE idle" and IDLE - 2 <= took <= IDLE + LATE,
+          "then silence: BYE idle after %.0f ms" % took)
+    c.close()
+
+
+def test_busy(server_exe, timers):
+    log("max-conns")
+    srv = Server(server_exe, timers, "--max-conns", "2", "--idle-ms", "10000")
+    a = Conn(srv.port)
+    b = Conn(srv.port)
+    a.send("a\n")
+    b.send("b\n")
+    check(a.text() == "a" and b.text() == "b", "two connections work")
+    c = Conn(srv.port)
+    check(c.text() == "BYE busy", "the third gets BYE busy")
+    eof, _ = c.expect_eof()
+    check(eof, "and is closed")
+    a.send("still\n")
+    check(a.text() == "still", "the first two still work")
+    a.send("STATS\n")  # from a: a new connection would be busy too
+    s = a.text()
+    check(" busy=1 " in s and " conns=2 " in s, "STATS counts it: %s" % s)
+    a.close()
+    b.close()
+    # A freed place can be taken again.
+    for _ in range(50):
+        if stats(srv.port).get("conns", 9) == 0:
+            break
+        time.sleep(0.05)
+    d = Conn(srv.port)
+    d.send("d\n")
+    check(d.text() == "d", "a freed place is taken again")
+    d.close()
+    srv.stop_and_check()
+
+
+def main():
+    args = parse_args()
+    srv = Server(args.server, args.timers, "--heartbeat-ms", str(HB),
+                 "--idle-ms", str(IDLE))
+    test_echo(srv.port)
+    test_heartbeat_idle(srv.port)
+    test_pong_keeps_alive(srv.port)
+
+    rc, _, r = run_load(args.load, srv.port, "--mode", "idle", "--conns", 50,
+                        "--duration-ms", 2000, "--idle-ms", IDLE,
+                        "--heartbeat-ms", HB, "--slack-ms", LATE)
+    check(rc == 0, "echo-load idle: no violation")
+    check(r.get("idle_closes", 0) >= 50, "echo-load idle: every connection "
+          "was closed for idleness, again and again (%d)"
+          % r.get("idle_closes", 0))
+    rc, _, r = run_load(args.load, srv.port, "--mode", "active", "--conns",
+                        50, "--duration-ms", 2000, "--interval-ms", 20,
+                        "--idle-ms", IDLE)
+    check(rc == 0, "echo-load active: no violation")
+    check(r.get("echoed", 0) > 1000, "echo-load active: lines echoed")
+    s = stats(srv.port)
+    check(s.get("idle_closes", 0) >= 52, "STATS idle_closes=%s"
+          % s.get("idle_closes"))
+    srv.stop_and_check()
+
+    test_busy(args.server, args.timers)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -429,7 +429,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->unref_ = 0;
   timer->task_ = 1;
   node->where = W_WHEEL;
-  e = uvtw__core_start(&wheel->core, timer, node->deadline_ms, 0);
+  e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
   uvtw__driver_earlier(wheel, e);
 }
 

@@ -21,35 +21,54 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
+/* uv_now(loop) without a call into the shared library: uv_now returns
+ * loop->time, and libuv keeps uv_loop_t's layout stable within 1.x. */
+static inline uint64_t loop_now(const uv_loop_t* loop) {
+  return loop->time;
+}
+
+
+/* Everything but the lazy re-arm; out of line, so that the fast path is a
+ * short function that saves no registers. */
+static int __attribute__((noinline))
+start_filed(uvtw_wheel_t* wheel, uvtw_timer_t* timer, uint64_t deadline) {
+  int waited_for;
+  uint64_t e;
+
+  /* If the driver is armed for this timer, re-arm it after the move, so
+   * that it does not wake for nothing. */
+  waited_for = uvtw__driver_waits_for(wheel, timer);
+  e = uvtw__core_start(&wheel->core, timer, deadline);
+  if (waited_for) {
+    uvtw__driver_update(wheel);
+  } else {
+    uvtw__driver_earlier(wheel, e);
+    uvtw__driver_sync_ref(wheel);
+  }
+  return 0;
+}
+
+
 int uvtw_timer_start(uvtw_timer_t* timer,
                      uvtw_timer_cb cb,
                      uint64_t timeout,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
   uint64_t deadline;
-  uint64_t now;
-  uint64_t e;
 
   if (timer == NULL || cb == NULL)
     return UV_EINVAL;
   wheel = timer->wheel_;
   if (wheel->closing)
     return UV_ECANCELED;
-  now = uv_now(wheel->loop);
-  deadline = now + timeout < now ? UINT64_MAX : now + timeout;
+  deadline = uvtw__sat_add(loop_now(wheel->loop), timeout);
   timer->cb_ = cb;
   timer->repeat_ = repeat;
-  if (uvtw__driver_waits_for(wheel, timer)) {
-    /* The driver is armed for this timer: move it for real, not lazily,
-     * and re-arm, so the driver does not wake for nothing. */
-    uvtw__core_start(&wheel->core, timer, deadline, 0);
-    uvtw__driver_update(wheel);
-  } else {
-    e = uvtw__core_start(&wheel->core, timer, deadline, 1);
-    uvtw__driver_earlier(wheel, e);
-    uvtw__driver_sync_ref(wheel);
-  }
-  return 0;
+  /* The idle-timeout pattern: pushed later, touching only the timer. */
+  if (!uvtw__driver_waits_for(wheel, timer) &&
+      uvtw__core_rearm_later(&wheel->core, timer, deadline))
+    return 0;
+  return start_filed(wheel, timer, deadline);
 }
 
 
@@ -98,7 +117,7 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
     return 0;
   core = &timer->wheel_->core;
   due_ms = uvtw__core_ms_of(core, uvtw__core_tick_of(core, timer->deadline_));
-  now = uv_now(timer->wheel_->loop);
+  now = loop_now(timer->wheel_->loop);
   return due_ms > now ? due_ms - now : 0;
 }
 

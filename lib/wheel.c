@@ -48,26 +48,6 @@
 
 #include <string.h>
 
-#define LEVEL_MASK ((uint64_t) UVTW__SLOTS - 1)
-
-
-static inline uint64_t sat_add(uint64_t a, uint64_t b) {
-  return a + b < a ? UINT64_MAX : a + b;
-}
-
-
-uint64_t uvtw__core_tick_of(const uvtw__core_t* core, uint64_t deadline_ms) {
-  if (core->tick_ms == 1)
-    return deadline_ms;
-  return deadline_ms / core->tick_ms + (deadline_ms % core->tick_ms != 0);
-}
-
-
-uint64_t uvtw__core_ms_of(const uvtw__core_t* core, uint64_t tick) {
-  if (tick > UINT64_MAX / core->tick_ms)
-    return UINT64_MAX;
-  return tick * core->tick_ms;
-}
 
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
@@ -77,127 +57,13 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
   core->now_tick = now_ms / tick_ms;
+  core->collected_ms = core->now_tick * tick_ms;
   for (l = 0; l < UVTW__LEVELS; l++)
     for (s = 0; s < UVTW__SLOTS; s++)
       uvtw__list_init(&core->slots[l][s]);
   uvtw__list_init(&core->overflow);
   uvtw__list_init(&core->ready);
   uvtw__list_init(&core->due);
-}
-
-
-static uvtw_timer_t* timer_of(struct uvtw__link* link) {
-  return uvtw__container_of(link, uvtw_timer_t, link_);
-}
-
-
-static void count_active(uvtw__core_t* core, uvtw_timer_t* t, int delta) {
-  /* Only the loop thread writes `active`: a relaxed load and store (no
-   * read-modify-write) suffice for readers on other threads. */
-  if (t->task_)
-    core->tasks_filed += delta;
-  else
-    atomic_store_explicit(
-        &core->active,
-        atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
-        memory_order_relaxed);
-  if (!t->unref_)
-    core->active_ref += delta;
-}
-
-
-/* Files a timer whose expiry tick is e, relative to now_tick. */
-static void file(uvtw__core_t* core, uvtw_timer_t* t, uint64_t e) {
-  uint64_t n;
-  uint64_t bit;
-  unsigned level;
-  unsigned s;
-
-  n = core->now_tick;
-  if (e <= n) {
-    uvtw__list_append(&core->ready, &t->link_);
-    return;
-  }
-  level = (63 - __builtin_clzll(e ^ n)) / UVTW__LEVEL_BITS;
-  if (level >= UVTW__LEVELS) {
-    uvtw__list_append(&core->overflow, &t->link_);
-    return;
-  }
-  s = (e >> (level * UVTW__LEVEL_BITS)) & LEVEL_MASK;
-  bit = (uint64_t) 1 << s;
-  if (!(core->occupied[level] & bit)) {
-    core->occupied[level] |= bit;
-    core->slot_min[level][s] = e;
-  } else if (e < core->slot_min[level][s]) {
-    core->slot_min[level][s] = e;
-  }
-  uvtw__list_append(&core->slots[level][s], &t->link_);
-}
-
-
-/* Unlinks an active timer; returns non-zero if that emptied a slot. */
-static int unlink_timer(uvtw__core_t* core, uvtw_timer_t* t) {
-  struct uvtw__link* head;
-  uintptr_t first;
-  uintptr_t last;
-  size_t index;
-
-  head = uvtw__list_remove(&t->link_);
-  if (head == NULL)
-    return 0;
-  first = (uintptr_t) &core->slots[0][0];
-  last = (uintptr_t) &core->slots[UVTW__LEVELS - 1][UVTW__SLOTS - 1];
-  if ((uintptr_t) head < first || (uintptr_t) head > last)
-    return 0; /* overflow, ready or due: no bitmap */
-  index = ((uintptr_t) head - first) / sizeof(*head);
-  core->occupied[index / UVTW__SLOTS] &=
-      ~((uint64_t) 1 << (index % UVTW__SLOTS));
-  return 1;
-}
-
-
-uint64_t uvtw__core_start(uvtw__core_t* core,
-                          uvtw_timer_t* t,
-                          uint64_t deadline_ms,
-                          int lazy) {
-  uint64_t e;
-
-  t->start_id_ = core->next_start_id++;
-  if (t->link_.next != NULL) {
-    /* In a slot or the overflow list iff its expiry is after now_tick. */
-    if (lazy && deadline_ms >= t->deadline_ &&
-        uvtw__core_tick_of(core, t->deadline_) > core->now_tick) {
-      t->deadline_ = deadline_ms;
-      return UINT64_MAX;
-    }
-    unlink_timer(core, t);
-  } else {
-    count_active(core, t, 1);
-  }
-  t->deadline_ = deadline_ms;
-  e = uvtw__core_tick_of(core, deadline_ms);
-  file(core, t, e);
-  return e;
-}
-
-
-int uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
-  int emptied;
-
-  if (t->link_.next == NULL)
-    return 0;
-  emptied = unlink_timer(core, t);
-  count_active(core, t, -1);
-  return emptied;
-}
-
-
-void uvtw__core_set_ref(uvtw__core_t* core, uvtw_timer_t* t, int ref) {
-  if (t->unref_ == !ref)
-    return;
-  if (t->link_.next != NULL)
-    core->active_ref += ref ? 1 : -1;
-  t->unref_ = !ref;
 }
 
 
@@ -242,7 +108,7 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   for (link = head->next; link != head; link = link->next) {
     if (++count > UVTW__TIGHTEN_MAX)
       return;
-    e = uvtw__core_tick_of(core, timer_of(link)->deadline_);
+    e = uvtw__core_tick_of(core, uvtw__timer_of(link)->deadline_);
     if (e < min_e)
       min_e = e;
   }
@@ -380,8 +246,8 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
       if ((old_block >> UVTW__LEVEL_BITS) != (new_block >> UVTW__LEVEL_BITS)) {
         mask = ~(uint64_t) 0; /* the level went round: all its slots */
       } else {
-        d0 = old_block & LEVEL_MASK;
-        d1 = new_block & LEVEL_MASK;
+        d0 = old_block & UVTW__LEVEL_MASK;
+        d1 = new_block & UVTW__LEVEL_MASK;
         mask = (~(uint64_t) 0 << d0 << 1) & (~(uint64_t) 0 >> (63 - d1));
       }
       take = core->occupied[l] & mask;
@@ -394,6 +260,7 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
     if ((n >> UVTW__WHEEL_BITS) != (n2 >> UVTW__WHEEL_BITS))
       uvtw__list_splice(&todo, &core->overflow);
     core->now_tick = n2;
+    core->collected_ms = n2 * core->tick_ms;
   }
 
   /* Timers found ready earlier fire first: their expiry is <= n, before
@@ -402,11 +269,11 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   while (!uvtw__list_empty(&todo)) {
     link = todo.next;
     uvtw__list_remove(link);
-    t = timer_of(link);
+    t = uvtw__timer_of(link);
     if (uvtw__core_tick_of(core, t->deadline_) <= core->now_tick) {
       uvtw__list_append(&core->due, link);
     } else {
-      file(core, t, uvtw__core_tick_of(core, t->deadline_));
+      uvtw__core_file(core, t, uvtw__core_tick_of(core, t->deadline_));
       core->cascades++;
     }
   }
@@ -420,17 +287,17 @@ uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
 
   if (uvtw__list_empty(&core->due))
     return NULL;
-  t = timer_of(core->due.next);
+  t = uvtw__timer_of(core->due.next);
   uvtw__list_remove(&t->link_);
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at
      * dispatch, so an overdue timer fires once, not once per period. */
-    deadline = sat_add(now_ms, t->repeat_);
+    deadline = uvtw__sat_add(now_ms, t->repeat_);
     t->start_id_ = core->next_start_id++;
     t->deadline_ = deadline;
-    file(core, t, uvtw__core_tick_of(core, deadline));
+    uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
   } else {
-    count_active(core, t, -1);
+    uvtw__core_count(core, t, -1);
   }
   return t;
 }
@@ -446,7 +313,7 @@ static void walk_list(struct uvtw__link* head,
 
   for (link = head->next; link != head; link = next) {
     next = link->next; /* fn may move or stop this timer, and only it */
-    t = timer_of(link);
+    t = uvtw__timer_of(link);
     if (t->start_id_ < limit)
       fn(t, arg);
   }
@@ -567,12 +434,14 @@ int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
   int l;
 
   n = core->now_tick;
+  CHECK(core->collected_ms == n * core->tick_ms, "collected_ms %llu",
+        (unsigned long long) core->collected_ms);
   memset(&tally, 0, sizeof(tally));
   tally.min_e = UINT64_MAX;
 
   for (l = 0; l < UVTW__LEVELS; l++) {
     shift = l * UVTW__LEVEL_BITS;
-    digit = (n >> shift) & LEVEL_MASK;
+    digit = (n >> shift) & UVTW__LEVEL_MASK;
     for (s = 0; s < UVTW__SLOTS; s++) {
       head = &core->slots[l][s];
       occupied = (core->occupied[l] >> s) & 1;

@@ -18,12 +18,14 @@
 #define UVTW__SLOTS (1u << UVTW__LEVEL_BITS) /* 64: one bitmap word */
 #define UVTW__LEVELS 6                       /* 36 bits of ticks */
 #define UVTW__WHEEL_BITS (UVTW__LEVEL_BITS * UVTW__LEVELS)
+#define UVTW__LEVEL_MASK ((uint64_t) UVTW__SLOTS - 1)
 
 typedef struct uvtw__core_s {
   uint64_t tick_ms;
   /* Every tick <= now_tick has been collected: timers in slots expire
    * strictly after it, timers in `ready` and `due` at or before it. */
   uint64_t now_tick;
+  uint64_t collected_ms; /* now_tick * tick_ms: d > it <=> d's tick > it */
   uint64_t next_start_id;
   /* Timers filed anywhere (slots, overflow, ready, due), tasks' apart.
    * Only the loop thread writes `active`; other threads may read it. */
@@ -44,31 +46,6 @@ typedef struct uvtw__core_s {
 } uvtw__core_t;
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
-
-/* The timer's expiry tick: its deadline rounded up to a tick. */
-uint64_t uvtw__core_tick_of(const uvtw__core_t* core, uint64_t deadline_ms);
-
-/* Tick to milliseconds, saturating at UINT64_MAX. */
-uint64_t uvtw__core_ms_of(const uvtw__core_t* core, uint64_t tick);
-
-/* (Re)starts `timer` for `deadline_ms`, giving it the next start_id.  If
- * `lazy` is non-zero, an active timer moved to a deadline at or after its
- * current one, while it waits in a slot, only has its deadline rewritten
- * (the lazy re-arm): the slot it sits in comes due no later than the old
- * deadline, and is re-filed then.  Returns the expiry tick if the wheel's
- * next wake-up may have moved earlier because of this call, else
- * UINT64_MAX. */
-uint64_t uvtw__core_start(uvtw__core_t* core,
-                          uvtw_timer_t* timer,
-                          uint64_t deadline_ms,
-                          int lazy);
-
-/* Makes `timer` inactive.  No-op on an inactive timer.  Returns non-zero if
- * this emptied a slot (the next wake-up may now be later). */
-int uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* timer);
-
-/* Sets the timer's ref flag, keeping active_ref exact. */
-void uvtw__core_set_ref(uvtw__core_t* core, uvtw_timer_t* timer, int ref);
 
 /* The earliest tick at which the wheel has work (a due timer, or a slot to
  * collect), UINT64_MAX if it is empty.  <= now_tick when work is ready.
@@ -107,5 +84,7 @@ void uvtw__core_clear(uvtw__core_t* core);
  * occupancy bitmaps, counters and true minimum expiry from the lists.
  * Returns 0, or -1 after printing which rule broke to `out`. */
 int uvtw__wheel_check(const uvtw__core_t* core, FILE* out);
+
+#include "wheel-inl.h"
 
 #endif /* UVTW_WHEEL_H */

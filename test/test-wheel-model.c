@@ -59,9 +59,9 @@ static void test_lazy_rearm(void) {
 
   memset(&a, 0, sizeof(a));
   uvtw__core_init(&core, 1, 1000);
-  uvtw__core_start(&core, &a, 6000, 1);
+  uvtw__core_start(&core, &a, 6000);
   prev = a.link_.prev;
-  ASSERT_UEQ(uvtw__core_start(&core, &a, 9000, 1), UINT64_MAX);
+  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 9000), 1);
   ASSERT_PTR_EQ(a.link_.prev, prev);
   ASSERT_UEQ(a.deadline_, 9000);
   ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
@@ -76,8 +76,9 @@ static void test_lazy_rearm(void) {
   ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 9000), &a);
   ASSERT(a.link_.next == NULL);
   /* Earlier moves it at once. */
-  uvtw__core_start(&core, &a, 50000, 1);
-  ASSERT_UEQ(uvtw__core_start(&core, &a, 20000, 1), 20000);
+  uvtw__core_start(&core, &a, 50000);
+  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 20000), 0);
+  ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
   ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
 }
@@ -93,7 +94,7 @@ static void test_long_gap(void) {
   memset(t, 0, sizeof(t));
   uvtw__core_init(&core, 1, 0);
   for (i = 0; i < 1000; i++)
-    uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919, 1);
+    uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919);
   uvtw__core_expire(&core, (uint64_t) 1 << 40);
   for (fired = 0; uvtw__core_pop_due(&core, (uint64_t) 1 << 40); fired++)
     ;

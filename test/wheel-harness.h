@@ -147,7 +147,9 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
   if (op->kind == 0) {
     if (to_wheel) {
       t->repeat_ = op->repeat;
-      uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout), op->lazy);
+      if (!op->lazy ||
+          !uvtw__core_rearm_later(&h->core, t, h_sat_add(h->now, op->timeout)))
+        uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout));
     } else {
       h_model_start(h, op->index, op->timeout, op->repeat);
     }

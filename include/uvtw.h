@@ -68,18 +68,21 @@ typedef struct uvtw_options_s {
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
 } uvtw_options_t;
 
+/* Counters of one wheel.  The task counters are kept by the loop thread as
+ * it processes tasks, so they trail the other threads' calls by up to one
+ * loop iteration; tasks_live is exact at any moment. */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;  /* loop-thread timers now active */
   uint64_t tasks_live;     /* cross-thread tasks accepted, not yet finished */
   uint64_t fired;          /* callbacks run, timers and tasks */
   uint64_t driver_wakeups; /* times the driver uv_timer_t fired */
-  uint64_t cascades;       /* timers moved to a finer level or re-filed */
+  uint64_t cascades;       /* timers re-filed from a slot (not expired) */
   uint64_t async_wakeups;  /* times the uv_async_t callback ran */
-  uint64_t tasks_accepted; /* uvtw_submit calls that returned 0 */
+  uint64_t tasks_accepted; /* submissions the loop has taken in */
   uint64_t tasks_run;      /* task callbacks run with status 0 */
-  uint64_t tasks_cancelled;    /* uvtw_cancel calls that returned 0 or EBUSY */
-  uint64_t tasks_closed;       /* final UV_ECANCELED calls made at close */
-  uint64_t queue_high_water;   /* most submissions drained in one batch */
+  uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
+  uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
+  uint64_t queue_high_water; /* most submissions taken in one batch */
 } uvtw_stats_t;
 
 
@@ -127,12 +130,15 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
 /* Starts closing the wheel.  May be called from inside any callback.  Every
  * active timer becomes inactive at once, without its callback running.
  * Every live task gets exactly one final cb(arg, UV_ECANCELED) on the loop
- * thread (threadpool runs in flight are waited for; queued ones are
- * uv_cancel'ed).  Then the wheel's handles close, cb(wheel) runs (cb may be
- * NULL) and the wheel's memory is freed; the loop must run for that to
- * happen.  From the moment close starts, uvtw_timer_start and uvtw_submit
- * return UV_ECANCELED.  Using the wheel after cb has run is undefined, so
- * other threads must stop calling into it before then.  Loop thread.
+ * thread, after this call returns: threadpool runs in flight are waited
+ * for (a one-shot in flight ends by its run; a repeating one gets its final
+ * call after it), queued ones are uv_cancel'ed.  Then the wheel's handles
+ * close, cb(wheel) runs (cb may be NULL) and the wheel's memory is freed;
+ * the loop must run for that to happen, and keeps running until it has.
+ * From the moment close starts, uvtw_timer_start and uvtw_submit return
+ * UV_ECANCELED.  Shutdown rule: other threads must stop calling into the
+ * wheel before cb has run; using the wheel after that is undefined.
+ * Loop thread.
  * Errors: UV_EINVAL  wheel is NULL or already closing. */
 UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 
@@ -221,18 +227,32 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * on the loop thread. */
 #define UVTW_THREADPOOL 1u
 
-/* Schedules cb(arg, 0) to run delay_ms after this call (counted from the
- * call, on the clock uv_hrtime() reads, not from when the loop sees it), and
- * then every repeat_ms after each run starts on the loop, if repeat_ms is
- * non-zero.  It runs on the loop thread, or with UVTW_THREADPOOL on a
- * threadpool thread; a threadpool task never runs concurrently with itself.
- * If id is not NULL the task's id is stored there before the task can run.
- * Lock-free: no mutex, no allocation in steady state, at most one
- * uv_async_send per batch the loop has not yet drained.  Any thread.
- * Errors: UV_EINVAL     wheel or cb is NULL, or unknown flags;
+/* Schedules cb(arg, 0) to run once delay_ms have passed since this call
+ * (counted from the call by uv_hrtime(), not from when the loop sees the
+ * task; never early, rounded up to a tick).  If repeat_ms is non-zero it
+ * runs again repeat_ms after each dispatch (the loop time at which the loop
+ * ran it, or handed it to the threadpool), until cancelled or closed.
+ * cb runs on the loop thread, in deadline order with the timers, ties in the
+ * order the loop took the tasks in (for one producer, submission order); or
+ * with UVTW_THREADPOOL on a threadpool thread, and then never concurrently
+ * with itself (a run that comes due while the previous one runs starts
+ * after it).  If id is not NULL the task's id is stored there before the
+ * task can run or be cancelled by anyone else.
+ *
+ * Any thread, also from inside any callback.  Lock-free: no mutex and no
+ * allocation in steady state (a chunk of task nodes is allocated, under a
+ * mutex, only when the pool is empty; the pool keeps its largest size until
+ * the wheel is freed), and at most one uv_async_send per batch the loop has
+ * not yet taken in.  Memory order: everything the calling thread wrote
+ * before uvtw_submit happens-before cb runs.  The task counts in
+ * uvtw_wheel_pending and under max_tasks from the moment this returns 0
+ * until it ends; a one-shot ends when its run returns.
+ *
+ * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory;
- *         UV_ECANCELED  the wheel is closing. */
+ *         UV_ENOMEM     out of memory (or 2^32 task nodes in use);
+ *         UV_ECANCELED  the wheel is closing.
+ * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
                             uint64_t delay_ms,
                             uint64_t repeat_ms,
@@ -241,15 +261,27 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
                             void* arg,
                             uvtw_id_t* id);
 
-/* Cancels a task.  Any thread, lock-free.
+/* Cancels a task.  Any thread, also from inside any callback; lock-free,
+ * and exact: it races with expiry, runs and close through one atomic
+ * compare-and-swap per task, so exactly one of them wins.
  * Returns 0           cancelled: the callback is not running and will never
  *                     run again (from inside the task's own callback: no
  *                     further run after this one).  No final call follows;
- *                     arg is the caller's again.
+ *                     arg is the caller's again.  The task's place under
+ *                     max_tasks is free at once, its node as soon as the
+ *                     loop next runs (not at its deadline).
  *         UV_EBUSY    a run is executing right now on another thread; no
- *                     further run will start after it.
- *         UV_ENOENT   unknown id, already cancelled or ended, or a one-shot
- *                     cancelling itself from its own callback. */
+ *                     further run will start after it, and the task ends
+ *                     when that run returns (no final call).
+ *         UV_ENOENT   id 0, an unknown id, or a task already cancelled or
+ *                     ended (a one-shot that ran, a task given its final
+ *                     call), or a one-shot cancelling itself from its own
+ *                     callback (its run is its end).  Ids are never reused,
+ *                     so a stale id never cancels another task.
+ *         UV_EINVAL   wheel is NULL.
+ * Memory order: when it returns 0, the cancelling thread may free arg; no
+ * access to it from the wheel follows.  After uvtw_wheel_close, a cancel
+ * returns 0 (no final call follows) or UV_ENOENT (one does, or did). */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
 
 #ifdef __cplusplus

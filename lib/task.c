@@ -12,9 +12,12 @@
  *             goes to uv_queue_work and comes back in after_work.
  *
  * The state word.  Each node has one atomic word: generation << 32 | INQ |
- * state.  Every transition is one CAS on it, so a cancel and an expiry (or
- * close) racing for the same task see exactly one winner, and a stale id,
- * whose generation no longer matches, changes nothing.  The generation
+ * state.  Every transition that another thread could race with is one CAS
+ * on it, so a cancel and an expiry (or close) racing for the same task see
+ * exactly one winner, and a stale id, whose generation no longer matches,
+ * changes nothing.  (Plain stores are used only where no other thread can
+ * move the state: out of STOPPING, CLOSED and the ended states, and to
+ * FREE.)  The generation
  * grows each time the node is freed; a node whose generation would wrap is
  * retired instead of reused, so an id is never reused at all.
  *
@@ -32,7 +35,9 @@
  *           one-shot unchanged (ENOENT); anything else: ENOENT.
  *   loop:   PENDING -> RUNNING -> PENDING (repeat) or DONE; pool: PENDING
  *           -> QUEUED, and the pool thread QUEUED -> RUNNING -> PENDING or
- *           DONE; close: PENDING/QUEUED -> CLOSED.
+ *           DONE; after a run: STOPPING -> DONE; close: PENDING/QUEUED ->
+ *           CLOSED, a repeating task's RUNNING -> CLOSED after its run, and
+ *           CLOSED -> DONE after its final call.
  *
  * INQ says the node is linked in the submission stack.  A cancel that wins
  * against a node not in the stack pushes it there as a notice, so the loop
@@ -40,14 +45,15 @@
  * loop frees a node once it is ended, not in the stack (INQ clear) and not
  * on the threadpool; both of those are checked on the loop thread.
  *
- * live_word.  CLOSING | calls in flight << 48 | live tasks.  A submit
- * reserves its place and checks for close in one CAS; submit and cancel
- * count themselves in flight, and close waits (spinning; the window holds
- * no blocking call but a chunk allocation) until no call is inside the
- * wheel before it frees anything.
+ * live_word.  CLOSING | CLOSED | calls in flight << 40 | live tasks.  A
+ * submit reserves its place and checks for close in one CAS; submit and
+ * cancel count themselves in flight for as long as they touch the wheel.
+ * Close finishes with the tasks by one CAS that sets CLOSED only when no
+ * task is live and no call is inside; from then on no call enters, so the
+ * wheel can be freed.  Until then close never blocks the loop: it looks
+ * again on the next loop iteration.
  */
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,10 +78,11 @@ enum { W_NONE, W_WHEEL, W_POOL, W_FINAL };
 #define GEN(word) ((uint32_t) ((word) >> 32))
 #define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
 
-#define CLOSING ((uint64_t) 1 << 63)
-#define INFLIGHT ((uint64_t) 1 << 48)
-#define INFLIGHT_MASK (((uint64_t) 1 << 63) - INFLIGHT)
-#define LIVE_MASK (INFLIGHT - 1)
+#define CLOSING ((uint64_t) 1 << 63) /* uvtw_wheel_close has begun */
+#define CLOSED ((uint64_t) 1 << 62)  /* close is done with the tasks */
+#define INFLIGHT ((uint64_t) 1 << 40) /* one call inside submit/cancel */
+#define INFLIGHT_MASK (CLOSED - INFLIGHT) /* 22 bits: 4M calls at once */
+#define LIVE_MASK (INFLIGHT - 1)          /* 40 bits; nodes are < 2^32 */
 
 /* Tasks one async callback files before yielding to the rest of the loop;
  * the remainder waits for the next iteration. */
@@ -241,7 +248,9 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
-  /* The delay counts from here, on the clock uv_now() is built from. */
+  /* The delay counts from here, by uv_hrtime().  uv_now() reads the same
+   * monotonic clock (or its coarse variant, which never runs ahead), so a
+   * deadline in these milliseconds is never early on the loop's clock. */
   start_ms = uv_hrtime() / 1000000;
   tasks = &wheel->tasks;
 
@@ -338,6 +347,7 @@ static int cancel_node(uvtw_wheel_t* wheel,
 int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
+  uint64_t word;
   uint32_t gen;
   int ended;
   int err;
@@ -348,7 +358,15 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   if (gen == 0)
     return UV_ENOENT;
   tasks = &wheel->tasks;
-  atomic_fetch_add_explicit(&tasks->live_word, INFLIGHT, memory_order_acquire);
+  /* Once close is done with the tasks nothing is left to cancel, and the
+   * wheel may be freed: enter only before that. */
+  word = atomic_load_explicit(&tasks->live_word, memory_order_relaxed);
+  do
+    if (word & CLOSED)
+      return UV_ENOENT;
+  while (!atomic_compare_exchange_weak_explicit(
+      &tasks->live_word, &word, word + INFLIGHT, memory_order_acquire,
+      memory_order_relaxed));
   ended = 0;
   node = node_at(tasks, (uint32_t) (id >> 32));
   err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
@@ -619,11 +637,17 @@ static void work_cb(uv_work_t* req) {
    * cancel from now on wins at once.  STOPPING and CANCELLED stay. */
   next = node->repeat_ms != 0 ? T_PENDING : T_DONE;
   word = atomic_load_explicit(&node->state, memory_order_acquire);
-  while (STATE(word) == T_RUNNING &&
-         !atomic_compare_exchange_weak_explicit(
-             &node->state, &word, WITH_STATE(word, next),
-             memory_order_acq_rel, memory_order_acquire))
-    ;
+  while (STATE(word) == T_RUNNING)
+    if (atomic_compare_exchange_weak_explicit(
+            &node->state, &word, WITH_STATE(word, next),
+            memory_order_acq_rel, memory_order_acquire)) {
+      /* A one-shot ends by its run: its place is free now, not when the
+       * loop gets to after_work_cb.  Close waits for after_work_cb, so the
+       * wheel is alive. */
+      if (next == T_DONE)
+        end_live(&node->timer.wheel_->tasks);
+      break;
+    }
 }
 
 
@@ -654,13 +678,13 @@ static void after_work_cb(uv_work_t* req, int status) {
     wheel->tasks.run++;
   }
   switch (STATE(word)) {
-  case T_DONE:
+  case T_DONE: /* work_cb ended it and freed its place */
+    release_if_idle(wheel, node);
+    break;
   case T_STOPPING:
-    if (STATE(word) == T_STOPPING) {
-      wheel->tasks.cancelled++;
-      atomic_store_explicit(&node->state, WITH_STATE(word, T_DONE),
-                            memory_order_relaxed);
-    }
+    wheel->tasks.cancelled++;
+    atomic_store_explicit(&node->state, WITH_STATE(word, T_DONE),
+                          memory_order_relaxed);
     end_live(&wheel->tasks);
     release_if_idle(wheel, node);
     break;
@@ -696,8 +720,12 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
   wheel = arg;
   node = task_of(timer);
   unfile(wheel, node);
+  /* Close called from this task's own callback: task_fire ends it after the
+   * callback returns (even if it cancelled itself first). */
+  if (node == current_task)
+    return;
   if (!owe_final(wheel, node, T_PENDING))
-    release_if_idle(wheel, node); /* running now, or a cancel won */
+    release_if_idle(wheel, node); /* a cancel won */
 }
 
 
@@ -742,17 +770,11 @@ static void close_step(uvtw_wheel_t* wheel) {
   tasks = &wheel->tasks;
   if (wheel->closing != 1 || tasks->close_done)
     return;
-  for (;;) {
-    /* No submit or cancel may still be inside the wheel when it is freed. */
-    while ((atomic_load_explicit(&tasks->live_word, memory_order_acquire) &
-            INFLIGHT_MASK) != 0)
-      sched_yield();
+  do {
     while (drain(wheel, SIZE_MAX))
       ;
-    if (uvtw__list_empty(&tasks->final))
-      break;
-    run_finals(wheel); /* user code: may call in again */
-  }
+    run_finals(wheel); /* user code: may submit (refused) or cancel */
+  } while (atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL);
   /* Queued pool work is cancelled; running work is waited for. */
   for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
     node = task_of(uvtw__container_of(link, uvtw_timer_t, link_));
@@ -761,9 +783,20 @@ static void close_step(uvtw_wheel_t* wheel) {
     node->uv_cancel_asked = 1;
     uv_cancel((uv_req_t*) &node->work);
   }
-  word = atomic_load_explicit(&tasks->live_word, memory_order_acquire);
-  if ((word & LIVE_MASK) != 0 || !uvtw__list_empty(&tasks->in_pool))
+  if (!uvtw__list_empty(&tasks->in_pool))
     return; /* after_work_cb calls again */
+  word = atomic_load_explicit(&tasks->live_word, memory_order_acquire);
+  do {
+    if ((word & (INFLIGHT_MASK | LIVE_MASK)) != 0) {
+      /* A submit or cancel is inside the wheel, or its task is still on
+       * the way to the stack: look again next iteration. */
+      uv_async_send(&wheel->async);
+      return;
+    }
+  } while (!atomic_compare_exchange_weak_explicit(
+      &tasks->live_word, &word, word | CLOSED, memory_order_acq_rel,
+      memory_order_acquire));
+  /* No task is live and no call can enter any more. */
   tasks->close_done = 1;
   uvtw__wheel_close_handles(wheel);
 }

@@ -10,8 +10,9 @@
 #include "list.h"
 #include "uvtw.h"
 
-/* Node pool: chunk c holds UVTW__CHUNK0 << c nodes, so 32 chunk pointers
- * address 2^32 nodes and the table never moves (lock-free lookup). */
+/* Node pool: chunk c holds UVTW__CHUNK0 << c nodes, so 24 chunk pointers
+ * address 256 * (2^24 - 1), about 2^32, nodes, and the table never moves
+ * (lock-free lookup). */
 #define UVTW__CHUNK0 256u
 #define UVTW__CHUNKS 24
 
@@ -20,7 +21,8 @@ typedef struct uvtw__task_s uvtw__task_t;
 struct uvtw__task_s {
   /* Filed in the wheel while the task waits; loop thread only. */
   uvtw_timer_t timer;
-  /* gen << 32 | flags | state (task.c); every transition is one CAS. */
+  /* gen << 32 | INQ | state (task.c); every contended transition is one
+   * CAS. */
   _Atomic uint64_t state;
   /* Link in the submission stack (producers push, the loop takes all). */
   uvtw__task_t* _Atomic queue_next;
@@ -42,9 +44,9 @@ struct uvtw__task_s {
 
 typedef struct uvtw__tasks_s {
   size_t max_tasks;
-  /* CLOSING bit | submitters inside uvtw_submit (INFLIGHT units) | live
+  /* CLOSING | CLOSED | calls inside submit/cancel (INFLIGHT units) | live
    * tasks.  One word, so a submit reserves its place and sees close in a
-   * single CAS, and close can wait for submitters to leave. */
+   * single CAS, and close finishes only when no call is inside. */
   _Atomic uint64_t live_word;
   /* Treiber stack of submitted and cancelled nodes; NULL when drained. */
   uvtw__task_t* _Atomic queue;

@@ -65,20 +65,35 @@ static inline void uvtw__core_file(uvtw__core_t* core,
     uvtw__list_append(&core->ready, &t->link_);
     return;
   }
-  level = (63 - __builtin_clzll(e ^ n)) / UVTW__LEVEL_BITS;
+  /* The level of the highest bit in which e and n differ. */
+  level = 63 - __builtin_clzll(e ^ n);
+  level = level < UVTW__L0_BITS
+              ? 0
+              : 1 + (level - UVTW__L0_BITS) / UVTW__LN_BITS;
   if (level >= UVTW__LEVELS) {
     uvtw__list_append(&core->overflow, &t->link_);
     return;
   }
-  s = (e >> (level * UVTW__LEVEL_BITS)) & UVTW__LEVEL_MASK;
-  bit = (uint64_t) 1 << s;
-  if (!(core->occupied[level] & bit)) {
-    core->occupied[level] |= bit;
-    core->slot_min[level][s] = e;
-  } else if (e < core->slot_min[level][s]) {
-    core->slot_min[level][s] = e;
+  s = uvtw__slot_base(level) +
+      (unsigned) ((e >> uvtw__level_shift(level)) &
+                  ((1u << uvtw__level_bits(level)) - 1));
+  bit = (uint64_t) 1 << (s % 64);
+  if (!(core->occupied[s / 64] & bit)) {
+    core->occupied[s / 64] |= bit;
+    core->l0_words |= (uint32_t) (s < UVTW__L0_SLOTS) << (s / 64);
+    core->slot_min[s] = e;
+  } else if (e < core->slot_min[s]) {
+    core->slot_min[s] = e;
   }
-  uvtw__list_append(&core->slots[level][s], &t->link_);
+  uvtw__list_append(&core->slots[s], &t->link_);
+}
+
+
+/* Clears slot s's bit (it just became empty). */
+static inline void uvtw__core_clear_bit(uvtw__core_t* core, unsigned s) {
+  core->occupied[s / 64] &= ~((uint64_t) 1 << (s % 64));
+  if (s < UVTW__L0_SLOTS && core->occupied[s / 64] == 0)
+    core->l0_words &= ~((uint32_t) 1 << (s / 64));
 }
 
 
@@ -92,13 +107,12 @@ static inline int uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   head = uvtw__list_remove(&t->link_);
   if (head == NULL)
     return 0;
-  first = (uintptr_t) &core->slots[0][0];
-  last = (uintptr_t) &core->slots[UVTW__LEVELS - 1][UVTW__SLOTS - 1];
+  first = (uintptr_t) &core->slots[0];
+  last = (uintptr_t) &core->slots[UVTW__NSLOTS - 1];
   if ((uintptr_t) head < first || (uintptr_t) head > last)
     return 0; /* overflow, ready or due: no bitmap */
   index = ((uintptr_t) head - first) / sizeof(*head);
-  core->occupied[index / UVTW__SLOTS] &=
-      ~((uint64_t) 1 << (index % UVTW__SLOTS));
+  uvtw__core_clear_bit(core, (unsigned) index);
   return 1;
 }
 

@@ -1,34 +1,39 @@
 /* The hierarchical timing wheel.
  *
- * Six levels of 64 slots.  Times inside are ticks: a deadline in ms is
- * rounded UP to a tick (e = ceil(deadline / tick_ms)), so nothing fires
- * early.  With tick_ms = 1:
+ * Six levels: level 0 has 1024 slots, levels 1 to 5 have 64.  Times
+ * inside are ticks: a deadline in ms is rounded UP to a tick
+ * (e = ceil(deadline / tick_ms)), so nothing fires early.  With tick_ms = 1:
  *
- *   level  slot granularity   level range (64 slots)
- *     0         1 ms              64 ms
- *     1        64 ms             4.1 s
- *     2       4.1 s              4.4 min
- *     3       4.4 min            4.7 h
- *     4       4.7 h             12.4 days
- *     5      12.4 days           2.2 years   (2^36 ticks)
+ *   level  slots  slot granularity   level range
+ *     0     1024        1 ms            1.0 s
+ *     1       64      1.0 s            65.5 s
+ *     2       64     65.5 s            69.9 min
+ *     3       64     69.9 min           3.1 days
+ *     4       64      3.1 days        199 days
+ *     5       64    199 days           34.8 years   (2^40 ticks)
  *   overflow list: anything later, up to UINT64_MAX
  *
- * (multiply by tick_ms for other ticks: with 100 ms, level 5 spans 218 years.)
+ * (multiply by tick_ms for other ticks: with 100 ms, level 0 spans 102 s.)
+ * Level 0 is wide because it is where timers expire from: RPC deadlines
+ * and heartbeats of up to a second never cascade, and a pass collects them
+ * without touching any other level.
  *
  * Placement.  With n = now_tick, a timer expiring at tick e > n goes to the
- * level of the highest bit in which e and n differ: level l = msb(e ^ n) / 6,
- * slot s = (e >> 6l) & 63.  So e and n agree above level l, and e's level-l
- * digit is greater than n's.  Consequences, which are the invariants that
- * uvtw__wheel_check() verifies:
- *   - an occupied slot at level l has index > n's level-l digit, so the
- *     lowest set bit of occupied[l] is the level's earliest slot, and the
- *     lowest occupied level holds the wheel's earliest timers;
+ * level of the highest bit in which e and n differ (bits 0-9: level 0;
+ * bits 10-15: level 1; ...), in the slot given by e's digit at that level.
+ * So e and n agree above that level, and e's digit there is greater than
+ * n's.  Consequences, which are the invariants uvtw__wheel_check()
+ * verifies:
+ *   - an occupied slot at level l has a digit greater than n's, so the
+ *     lowest set bit of level l's bitmap is the level's earliest slot, and
+ *     the lowest occupied level holds the wheel's earliest timers;
  *   - a slot's block (the ticks it covers) starts after n, and the slot must
  *     be collected when n enters that block; then each of its timers either
  *     expires or is re-filed at a lower level ("cascade").  A timer moves at
  *     most LEVELS times;
  *   - advancing n over any gap visits each level's occupied slots once at
- *     most: the work is bounded by LEVELS * 64 lists, not by the gap.
+ *     most: the work is bounded by the 21 bitmap words and the occupied
+ *     lists, not by the length of the gap.
  *
  * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
  * only rewrites its deadline: its slot's block starts at or before the old
@@ -51,32 +56,50 @@
 
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
-  int l;
   unsigned s;
 
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
   core->now_tick = now_ms / tick_ms;
   core->collected_ms = core->now_tick * tick_ms;
-  for (l = 0; l < UVTW__LEVELS; l++)
-    for (s = 0; s < UVTW__SLOTS; s++)
-      uvtw__list_init(&core->slots[l][s]);
+  for (s = 0; s < UVTW__NSLOTS; s++)
+    uvtw__list_init(&core->slots[s]);
   uvtw__list_init(&core->overflow);
   uvtw__list_init(&core->ready);
   uvtw__list_init(&core->due);
 }
 
 
+/* The earliest occupied slot of `level`, or UVTW__NSLOTS if none. */
+static unsigned first_slot(const uvtw__core_t* core, unsigned level) {
+  unsigned w;
+
+  if (level == 0) {
+    if (core->l0_words == 0)
+      return UVTW__NSLOTS;
+    w = __builtin_ctz(core->l0_words);
+  } else {
+    w = uvtw__slot_base(level) / 64;
+    if (core->occupied[w] == 0)
+      return UVTW__NSLOTS;
+  }
+  return w * 64 + __builtin_ctzll(core->occupied[w]);
+}
+
+
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
   uint64_t top_block;
-  int l;
+  unsigned level;
+  unsigned s;
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick;
   /* Every slot of level l lies before every slot of level l + 1. */
-  for (l = 0; l < UVTW__LEVELS; l++)
-    if (core->occupied[l] != 0)
-      return core->slot_min[l][__builtin_ctzll(core->occupied[l])];
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    s = first_slot(core, level);
+    if (s != UVTW__NSLOTS)
+      return core->slot_min[s];
+  }
   if (uvtw__list_empty(&core->overflow))
     return UINT64_MAX;
   /* Overflow timers are re-filed when n enters the next top-level block.
@@ -92,17 +115,18 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   uint64_t block_end;
   uint64_t min_e;
   uint64_t e;
-  unsigned shift;
+  unsigned level;
   unsigned s;
   int count;
-  int l;
 
-  for (l = 0; l < UVTW__LEVELS && core->occupied[l] == 0; l++)
-    ;
-  if (l == UVTW__LEVELS)
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    s = first_slot(core, level);
+    if (s != UVTW__NSLOTS)
+      break;
+  }
+  if (level == UVTW__LEVELS)
     return;
-  s = __builtin_ctzll(core->occupied[l]);
-  head = &core->slots[l][s];
+  head = &core->slots[s];
   min_e = UINT64_MAX;
   count = 0;
   for (link = head->next; link != head; link = link->next) {
@@ -115,9 +139,9 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   /* A lazily re-armed timer may expire past the slot's block; waking at
    * the block's last tick still collects the slot, and keeps every level's
    * minimum before the next level's (uvtw__core_next_tick relies on it). */
-  shift = l * UVTW__LEVEL_BITS;
-  block_end = core->slot_min[l][s] | (((uint64_t) 1 << shift) - 1);
-  core->slot_min[l][s] = min_e < block_end ? min_e : block_end;
+  block_end =
+      core->slot_min[s] | (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
+  core->slot_min[s] = min_e < block_end ? min_e : block_end;
 }
 
 
@@ -217,6 +241,31 @@ static void sort_due(uvtw__core_t* core) {
 }
 
 
+/* Moves the occupied slots with flat index lo..hi (one level's) to todo,
+ * in index order, which is time order. */
+static void take_slots(uvtw__core_t* core,
+                       struct uvtw__link* todo,
+                       unsigned lo,
+                       unsigned hi) {
+  uint64_t mask;
+  uint64_t take;
+  unsigned w;
+
+  for (w = lo / 64; w <= hi / 64; w++) {
+    mask = ~(uint64_t) 0;
+    if (w == lo / 64)
+      mask &= ~(uint64_t) 0 << (lo % 64);
+    if (w == hi / 64)
+      mask &= ~(uint64_t) 0 >> (63 - hi % 64);
+    take = core->occupied[w] & mask;
+    for (; take != 0; take &= take - 1) {
+      uvtw__core_clear_bit(core, w * 64 + __builtin_ctzll(take));
+      uvtw__list_splice(todo, &core->slots[w * 64 + __builtin_ctzll(take)]);
+    }
+  }
+}
+
+
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   struct uvtw__link todo;
   struct uvtw__link* link;
@@ -225,36 +274,32 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   uint64_t n2;
   uint64_t old_block;
   uint64_t new_block;
-  uint64_t mask;
-  uint64_t take;
+  unsigned level;
   unsigned shift;
+  unsigned bits;
+  unsigned base;
   unsigned d0;
   unsigned d1;
-  unsigned s;
-  int l;
 
   uvtw__list_init(&todo);
   n = core->now_tick;
   n2 = now_ms / core->tick_ms;
   if (n2 > n) {
-    for (l = 0; l < UVTW__LEVELS; l++) {
-      shift = l * UVTW__LEVEL_BITS;
+    for (level = 0; level < UVTW__LEVELS; level++) {
+      shift = uvtw__level_shift(level);
+      bits = uvtw__level_bits(level);
+      base = uvtw__slot_base(level);
       old_block = n >> shift;
       new_block = n2 >> shift;
       if (old_block == new_block)
         break; /* so do all higher levels */
-      if ((old_block >> UVTW__LEVEL_BITS) != (new_block >> UVTW__LEVEL_BITS)) {
-        mask = ~(uint64_t) 0; /* the level went round: all its slots */
+      if ((old_block >> bits) != (new_block >> bits)) {
+        /* The level went round: all its slots are due for collection. */
+        take_slots(core, &todo, base, base + (1u << bits) - 1);
       } else {
-        d0 = old_block & UVTW__LEVEL_MASK;
-        d1 = new_block & UVTW__LEVEL_MASK;
-        mask = (~(uint64_t) 0 << d0 << 1) & (~(uint64_t) 0 >> (63 - d1));
-      }
-      take = core->occupied[l] & mask;
-      core->occupied[l] &= ~take;
-      for (; take != 0; take &= take - 1) {
-        s = __builtin_ctzll(take);
-        uvtw__list_splice(&todo, &core->slots[l][s]);
+        d0 = (unsigned) (old_block & ((1u << bits) - 1));
+        d1 = (unsigned) (new_block & ((1u << bits) - 1));
+        take_slots(core, &todo, base + d0 + 1, base + d1);
       }
     }
     if ((n >> UVTW__WHEEL_BITS) != (n2 >> UVTW__WHEEL_BITS))
@@ -324,15 +369,13 @@ void uvtw__core_walk(uvtw__core_t* core,
                      void (*fn)(uvtw_timer_t* timer, void* arg),
                      void* arg) {
   uint64_t limit;
-  int l;
   unsigned s;
 
   /* A timer that fn restarts gets a start_id >= limit, so wherever it is
    * re-filed, the walk does not visit it again. */
   limit = core->next_start_id;
-  for (l = 0; l < UVTW__LEVELS; l++)
-    for (s = 0; s < UVTW__SLOTS; s++)
-      walk_list(&core->slots[l][s], limit, fn, arg);
+  for (s = 0; s < UVTW__NSLOTS; s++)
+    walk_list(&core->slots[s], limit, fn, arg);
   walk_list(&core->overflow, limit, fn, arg);
   walk_list(&core->ready, limit, fn, arg);
   walk_list(&core->due, limit, fn, arg);
@@ -346,14 +389,12 @@ static void clear_list(struct uvtw__link* head) {
 
 
 void uvtw__core_clear(uvtw__core_t* core) {
-  int l;
   unsigned s;
 
-  for (l = 0; l < UVTW__LEVELS; l++) {
-    for (s = 0; s < UVTW__SLOTS; s++)
-      clear_list(&core->slots[l][s]);
-    core->occupied[l] = 0;
-  }
+  for (s = 0; s < UVTW__NSLOTS; s++)
+    clear_list(&core->slots[s]);
+  memset(core->occupied, 0, sizeof(core->occupied));
+  core->l0_words = 0;
   clear_list(&core->overflow);
   clear_list(&core->ready);
   clear_list(&core->due);
@@ -428,8 +469,11 @@ int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
   uint64_t e;
   uint64_t next;
   unsigned shift;
+  unsigned bits;
   unsigned digit;
+  unsigned d;
   unsigned s;
+  unsigned w;
   int occupied;
   int l;
 
@@ -439,34 +483,36 @@ int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
   memset(&tally, 0, sizeof(tally));
   tally.min_e = UINT64_MAX;
 
+  for (w = 0; w < UVTW__L0_WORDS; w++)
+    CHECK(((core->l0_words >> w) & 1) == (core->occupied[w] != 0),
+          "level 0 word summary bit %u", w);
   for (l = 0; l < UVTW__LEVELS; l++) {
-    shift = l * UVTW__LEVEL_BITS;
-    digit = (n >> shift) & UVTW__LEVEL_MASK;
-    for (s = 0; s < UVTW__SLOTS; s++) {
-      head = &core->slots[l][s];
-      occupied = (core->occupied[l] >> s) & 1;
+    shift = uvtw__level_shift(l);
+    bits = uvtw__level_bits(l);
+    digit = (n >> shift) & ((1u << bits) - 1);
+    for (d = 0; d < (1u << bits); d++) {
+      s = uvtw__slot_base(l) + d;
+      head = &core->slots[s];
+      occupied = (core->occupied[s / 64] >> (s % 64)) & 1;
       CHECK(occupied == !uvtw__list_empty(head),
-            "bitmap bit of level %d slot %u is %d", l, s, occupied);
+            "bitmap bit of level %d slot %u is %d", l, d, occupied);
       if (!occupied)
         continue;
-      CHECK(s > digit, "level %d slot %u is at or before now (digit %u)", l,
-            s, digit);
-      /* First tick of the slot's block: n's digits above level l, then s. */
-      block = shift + UVTW__LEVEL_BITS >= 64
-                  ? 0
-                  : (n >> (shift + UVTW__LEVEL_BITS))
-                        << (shift + UVTW__LEVEL_BITS);
-      block |= (uint64_t) s << shift;
-      CHECK(core->slot_min[l][s] >= block,
-            "level %d slot %u: slot_min %llu before its block %llu", l, s,
-            (unsigned long long) core->slot_min[l][s],
+      CHECK(d > digit, "level %d slot %u is at or before now (digit %u)", l,
+            d, digit);
+      /* First tick of the slot's block: n's digits above level l, then d. */
+      block = (n >> (shift + bits)) << (shift + bits);
+      block |= (uint64_t) d << shift;
+      CHECK(core->slot_min[s] >= block,
+            "level %d slot %u: slot_min %llu before its block %llu", l, d,
+            (unsigned long long) core->slot_min[s],
             (unsigned long long) block);
-      CHECK(core->slot_min[l][s] <= (block | (((uint64_t) 1 << shift) - 1)),
-            "level %d slot %u: slot_min %llu after its block", l, s,
-            (unsigned long long) core->slot_min[l][s]);
-      CHECK(check_list(core, head, core->slot_min[l][s], UINT64_MAX, "slot",
+      CHECK(core->slot_min[s] <= (block | (((uint64_t) 1 << shift) - 1)),
+            "level %d slot %u: slot_min %llu after its block", l, d,
+            (unsigned long long) core->slot_min[s]);
+      CHECK(check_list(core, head, core->slot_min[s], UINT64_MAX, "slot",
                        &tally, out) == 0,
-            "level %d slot %u", l, s);
+            "level %d slot %u", l, d);
       for (link = head->next; link != head; link = link->next) {
         t = uvtw__container_of(link, uvtw_timer_t, link_);
         e = uvtw__core_tick_of(core, t->deadline_);

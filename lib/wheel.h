@@ -14,11 +14,34 @@
 #include "list.h"
 #include "uvtw.h"
 
-#define UVTW__LEVEL_BITS 6
-#define UVTW__SLOTS (1u << UVTW__LEVEL_BITS) /* 64: one bitmap word */
-#define UVTW__LEVELS 6                       /* 36 bits of ticks */
-#define UVTW__WHEEL_BITS (UVTW__LEVEL_BITS * UVTW__LEVELS)
-#define UVTW__LEVEL_MASK ((uint64_t) UVTW__SLOTS - 1)
+/* Level 0 has 1024 slots (10 bits of ticks: a second at tick 1, so most
+ * timeouts of a server expire without ever cascading); levels 1 to 5 have
+ * 64 (6 bits each, one bitmap word).  40 bits of ticks in all.  The slots
+ * of all levels are one flat array; level l's start at uvtw__slot_base(l),
+ * which is a multiple of 64, so slot i's bit is bit i % 64 of word i / 64
+ * of `occupied`. */
+#define UVTW__LEVELS 6
+#define UVTW__L0_BITS 10
+#define UVTW__LN_BITS 6
+#define UVTW__WHEEL_BITS (UVTW__L0_BITS + UVTW__LN_BITS * (UVTW__LEVELS - 1))
+#define UVTW__L0_SLOTS (1u << UVTW__L0_BITS)
+#define UVTW__NSLOTS (UVTW__L0_SLOTS + (UVTW__LEVELS - 1) * 64)
+#define UVTW__NWORDS (UVTW__NSLOTS / 64)
+#define UVTW__L0_WORDS (UVTW__L0_SLOTS / 64)
+
+static inline unsigned uvtw__level_shift(unsigned level) {
+  return level == 0 ? 0 : UVTW__L0_BITS + UVTW__LN_BITS * (level - 1);
+}
+
+
+static inline unsigned uvtw__level_bits(unsigned level) {
+  return level == 0 ? UVTW__L0_BITS : UVTW__LN_BITS;
+}
+
+
+static inline unsigned uvtw__slot_base(unsigned level) {
+  return level == 0 ? 0 : UVTW__L0_SLOTS + 64 * (level - 1);
+}
 
 typedef struct uvtw__core_s {
   uint64_t tick_ms;
@@ -33,13 +56,16 @@ typedef struct uvtw__core_s {
   uint64_t tasks_filed;
   uint64_t active_ref;     /* of both, the referenced ones */
   uint64_t cascades;       /* timers re-filed from a slot, not expired */
-  uint64_t occupied[UVTW__LEVELS]; /* bit s <=> slots[l][s] is non-empty */
-  /* A lower bound on the expiry tick of every timer in an occupied slot, and
-   * never below the first tick of the slot's block, so a wake-up at it
-   * always collects the slot.  Stale (too low) after a stop or a lazy
-   * re-arm: that costs one early wake-up, never a late one. */
-  uint64_t slot_min[UVTW__LEVELS][UVTW__SLOTS];
-  struct uvtw__link slots[UVTW__LEVELS][UVTW__SLOTS];
+  /* Bit i % 64 of word i / 64 <=> slots[i] is non-empty. */
+  uint64_t occupied[UVTW__NWORDS];
+  uint32_t l0_words; /* bit w <=> occupied[w] != 0, for level 0's words */
+  /* A lower bound on the expiry tick of every timer in an occupied slot,
+   * within the slot's block (never before its first tick, so a wake-up at
+   * it always collects the slot; never after its last).  Stale (too low)
+   * after a stop or a lazy re-arm: that costs one early wake-up, never a
+   * late one. */
+  uint64_t slot_min[UVTW__NSLOTS];
+  struct uvtw__link slots[UVTW__NSLOTS];
   struct uvtw__link overflow; /* expiry beyond the top level's range */
   struct uvtw__link ready;    /* due when filed: run by the next pass */
   struct uvtw__link due;      /* the pass now running, sorted */
@@ -63,7 +89,7 @@ void uvtw__core_tighten(uvtw__core_t* core);
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
  * start_id).  Timers started while the pass runs wait for the next pass.
- * Work is bounded by the occupied slots (at most LEVELS * 64 lists), not by
+ * Work is bounded by the occupied slots (at most 1344 lists), not by
  * the length of the gap since the last pass. */
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
 

@@ -84,7 +84,7 @@ static void test_lazy_rearm(void) {
 }
 
 
-/* One pass after a gap of 2^40 ms visits occupied slots only. */
+/* One pass over a gap of 2^40 ms (the whole wheel and more) fires all. */
 static void test_long_gap(void) {
   static uvtw_timer_t t[1000];
   uvtw__core_t core;

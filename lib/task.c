@@ -709,7 +709,7 @@ static void after_work_cb(uv_work_t* req, int status) {
 }
 
 
-/* ---- close ---------------------------------------------------------------- */
+/* ---- close ------------------------------------------------------------- */
 
 static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
   uvtw_wheel_t* wheel;
@@ -818,7 +818,7 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
 }
 
 
-/* ---- set-up --------------------------------------------------------------- */
+/* ---- set-up ------------------------------------------------------------ */
 
 int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   uvtw__tasks_t* tasks;

@@ -560,7 +560,7 @@ int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
           (unsigned long long) next);
   CHECK(next <= tally.min_e, "next wake-up %llu after the minimum %llu",
         (unsigned long long) next, (unsigned long long) tally.min_e);
-  CHECK(tally.count + tally.tasks != 0 || next == UINT64_MAX, "empty wheel wakes at %llu",
-        (unsigned long long) next);
+  CHECK(tally.count + tally.tasks != 0 || next == UINT64_MAX,
+        "empty wheel wakes at %llu", (unsigned long long) next);
   return 0;
 }

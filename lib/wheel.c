@@ -282,6 +282,9 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   unsigned d1;
 
   uvtw__list_init(&todo);
+  /* Timers found ready earlier fire first: their expiry is <= n, before
+   * anything in a slot. */
+  uvtw__list_splice(&core->due, &core->ready);
   n = core->now_tick;
   n2 = now_ms / core->tick_ms;
   if (n2 > n) {
@@ -295,11 +298,13 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
         break; /* so do all higher levels */
       if ((old_block >> bits) != (new_block >> bits)) {
         /* The level went round: all its slots are due for collection. */
-        take_slots(core, &todo, base, base + (1u << bits) - 1);
+        take_slots(core, level == 0 ? &core->due : &todo, base,
+                   base + (1u << bits) - 1);
       } else {
         d0 = (unsigned) (old_block & ((1u << bits) - 1));
         d1 = (unsigned) (new_block & ((1u << bits) - 1));
-        take_slots(core, &todo, base + d0 + 1, base + d1);
+        take_slots(core, level == 0 ? &core->due : &todo, base + d0 + 1,
+                   base + d1);
       }
     }
     if ((n >> UVTW__WHEEL_BITS) != (n2 >> UVTW__WHEEL_BITS))
@@ -308,9 +313,9 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
     core->collected_ms = n2 * core->tick_ms;
   }
 
-  /* Timers found ready earlier fire first: their expiry is <= n, before
-   * anything in a slot. */
-  uvtw__list_splice(&core->due, &core->ready);
+  /* A level-0 slot holds one tick, so its timers went straight to `due`
+   * (one walk less over them), bar lazily re-armed ones, peeled off below.
+   * Higher levels cascade: each timer expires or moves down. */
   while (!uvtw__list_empty(&todo)) {
     link = todo.next;
     uvtw__list_remove(link);
@@ -323,6 +328,25 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
     }
   }
   sort_due(core);
+  /* Sorted by deadline, timers re-armed past now (lazily, in a level-0
+   * slot) are all at the end: cut that tail off, then re-file it. */
+  for (link = core->due.prev; link != &core->due; link = link->prev)
+    if (uvtw__timer_of(link)->deadline_ <= core->collected_ms)
+      break;
+  if (link->next != &core->due) {
+    todo.next = link->next;
+    todo.prev = core->due.prev;
+    todo.next->prev = &todo;
+    todo.prev->next = &todo;
+    link->next = &core->due;
+    core->due.prev = link;
+    while (!uvtw__list_empty(&todo)) {
+      t = uvtw__timer_of(todo.next);
+      uvtw__list_remove(&t->link_);
+      uvtw__core_file(core, t, uvtw__core_tick_of(core, t->deadline_));
+      core->cascades++;
+    }
+  }
 }
 
 

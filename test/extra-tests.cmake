@@ -9,6 +9,7 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE)
     OUTPUT ${fuzz_bin}
     COMMAND ${UVTW_CLANG} -std=gnu11 -g -O1 -Wall -Wextra -Werror
             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+            ${UVTW_PRIVATE_FLAGS}
             -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/lib
             ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-wheel.c
             ${PROJECT_SOURCE_DIR}/lib/wheel.c -o ${fuzz_bin}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The two commands of the README.
+#
+#   ./run.sh demo   installs what is missing, builds, and runs the echo
+#                   server demo (heartbeats, idle timeouts, request deadlines)
+#   ./run.sh test   installs what is missing, builds, and passes the whole
+#                   test suite: a release build, an ASan+UBSan build and a
+#                   TSan build, each under CTest, plus the fuzzer, valgrind,
+#                   the install test and a quick benchmark smoke run
+#
+# Build trees go to ./build, ./build-asan and ./build-tsan.  JOBS sets the
+# parallelism (default: the number of cores).
+set -euo pipefail
+cd "$(dirname "$0")"
+JOBS=${JOBS:-$(nproc)}
+
+say() { printf '\n=== %s\n' "$*"; }
+
+# Debian 12 packages the build and the tests use.
+need_packages() {
+  local missing=()
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v cc >/dev/null || missing+=(gcc)
+  command -v make >/dev/null || missing+=(make)
+  command -v pkg-config >/dev/null || missing+=(pkg-config)
+  command -v python3 >/dev/null || missing+=(python3)
+  dpkg -s libuv1-dev >/dev/null 2>&1 || missing+=(libuv1-dev)
+  if [ "$1" = test ]; then
+    command -v clang >/dev/null || missing+=(clang)
+    dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
+    command -v valgrind >/dev/null || missing+=(valgrind)
+  fi
+  if [ ${#missing[@]} -ne 0 ]; then
+    say "installing: ${missing[*]}"
+    local sudo=
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+build() { # DIR [cmake args...]
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+run_tests() { # DIR
+  ctest --test-dir "$1" -j "$JOBS" --output-on-failure --timeout 600
+}
+
+case "${1:-}" in
+demo)
+  need_packages demo
+  say "building"
+  build build
+  say "running the echo server demo"
+  exec example-echo-server/demo.sh build
+  ;;
+test)
+  need_packages test
+  ulimit -n 4096 2>/dev/null || true
+  say "release build"
+  build build
+  run_tests build
+  say "quick benchmark (smoke run; asserts nothing about speed)"
+  build/bench/uvtw-bench --quick >/dev/null
+  say "ASan + UBSan build"
+  build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_tests build-asan
+  say "TSan build"
+  build build-tsan -DUVTW_SANITIZE=thread -DUVTW_BUILD_BENCH=OFF
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan
+  say "all tests passed"
+  ;;
+*)
+  echo "usage: $0 demo|test" >&2
+  exit 2
+  ;;
+esac

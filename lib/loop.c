@@ -88,6 +88,7 @@ static void driver_cb(uv_timer_t* driver) {
     timer->cb_(timer);
   }
   wheel->in_pass = 0;
+  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   if (wheel->closing)
     return;
   if (uvtw__core_next_tick(&wheel->core) <= wheel->core.now_tick) {

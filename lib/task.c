@@ -159,47 +159,62 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
 }
 
 
-/* Slow path: allocates the next chunk under grow_lock. */
-static int grow(uvtw__tasks_t* tasks) {
+/* Slow path, under grow_lock: allocates chunks until index i exists.
+ * Chunks come from calloc and are not touched here: the kernel's zero
+ * pages are faulted in as nodes are first used, so growing never stalls a
+ * producer for the whole chunk.  A zero state word is generation 0, which
+ * no id carries, so a never-used node answers every cancel with ENOENT. */
+static int grow(uvtw__tasks_t* tasks, uint64_t i) {
   uvtw__task_t* chunk;
-  uint32_t base;
-  uint32_t size;
-  uint32_t i;
+  uint64_t capacity;
   int err;
 
   err = 0;
   uv_mutex_lock(&tasks->grow_lock);
-  if ((uint32_t) atomic_load_explicit(&tasks->free_head,
-                                      memory_order_acquire) != 0)
-    goto out; /* another producer grew it meanwhile */
-  if (tasks->nchunks == UVTW__CHUNKS) {
-    err = UV_ENOMEM;
-    goto out;
+  capacity = atomic_load_explicit(&tasks->capacity, memory_order_relaxed);
+  while (capacity <= i) {
+    if (tasks->nchunks == UVTW__CHUNKS) {
+      err = UV_ENOMEM;
+      break;
+    }
+    chunk = calloc((size_t) UVTW__CHUNK0 << tasks->nchunks, sizeof(*chunk));
+    if (chunk == NULL) {
+      err = UV_ENOMEM;
+      break;
+    }
+    atomic_store_explicit(&tasks->chunks[tasks->nchunks], chunk,
+                          memory_order_release);
+    capacity += (uint64_t) UVTW__CHUNK0 << tasks->nchunks;
+    tasks->nchunks++;
+    atomic_store_explicit(&tasks->capacity, capacity, memory_order_release);
   }
-  size = UVTW__CHUNK0 << tasks->nchunks;
-  base = UVTW__CHUNK0 * ((1u << tasks->nchunks) - 1);
-  chunk = calloc(size, sizeof(*chunk));
-  if (chunk == NULL) {
-    err = UV_ENOMEM;
-    goto out;
-  }
-  for (i = 0; i < size; i++) {
-    chunk[i].index = base + i;
-    atomic_init(&chunk[i].state, ((uint64_t) 1 << 32) | T_FREE);
-    atomic_init(&chunk[i].free_next, i + 1 < size ? base + i + 2 : 0);
-    atomic_init(&chunk[i].queue_next, NULL);
-  }
-  atomic_store_explicit(&tasks->chunks[tasks->nchunks], chunk,
-                        memory_order_release);
-  tasks->nchunks++;
-  free_push(tasks, &chunk[0], &chunk[size - 1]);
-out:
   uv_mutex_unlock(&tasks->grow_lock);
   return err;
 }
 
 
-/* Loop thread: the node has ended; recycle it under a new generation. */
+/* A node for a new task: a freed one, else the next never-used one. */
+static uvtw__task_t* alloc_node(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint64_t i;
+
+  node = free_pop(tasks);
+  if (node != NULL)
+    return node;
+  i = atomic_fetch_add_explicit(&tasks->bump, 1, memory_order_relaxed);
+  while (i >= atomic_load_explicit(&tasks->capacity, memory_order_acquire))
+    if (grow(tasks, i) != 0)
+      return NULL;
+  node = node_at(tasks, (uint32_t) i);
+  node->index = (uint32_t) i;
+  return node;
+}
+
+
+/* Loop thread: the node has ended; recycle it under a new generation.  It
+ * joins a local chain that uvtw__tasks_flush pushes on the free list with
+ * one CAS, so that the loop does not fight the producers for the free
+ * list's cache line once per task. */
 static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t word;
   uint32_t gen;
@@ -210,7 +225,24 @@ static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
     return; /* retired: its ids stay unique forever */
   atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | T_FREE,
                         memory_order_release);
-  free_push(tasks, node, node);
+  atomic_store_explicit(&node->free_next,
+                        tasks->freed != NULL ? tasks->freed->index + 1 : 0,
+                        memory_order_relaxed);
+  if (tasks->freed == NULL)
+    tasks->freed_last = node;
+  tasks->freed = node;
+}
+
+
+void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
+  uvtw__tasks_t* tasks;
+
+  tasks = &wheel->tasks;
+  if (tasks->freed == NULL)
+    return;
+  free_push(tasks, tasks->freed, tasks->freed_last);
+  tasks->freed = NULL;
+  tasks->freed_last = NULL;
 }
 
 
@@ -244,7 +276,6 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   uint64_t start_ms;
   uint64_t word;
   uint32_t gen;
-  int err;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
@@ -264,13 +295,11 @@ int uvtw_submit(uvtw_wheel_t* wheel,
       &tasks->live_word, &word, word + 1 + INFLIGHT, memory_order_acquire,
       memory_order_relaxed));
 
-  while ((node = free_pop(tasks)) == NULL) {
-    err = grow(tasks);
-    if (err != 0) {
-      atomic_fetch_sub_explicit(&tasks->live_word, 1 + INFLIGHT,
-                                memory_order_release);
-      return err;
-    }
+  node = alloc_node(tasks);
+  if (node == NULL) {
+    atomic_fetch_sub_explicit(&tasks->live_word, 1 + INFLIGHT,
+                              memory_order_release);
+    return UV_ENOMEM;
   }
 
   node->cb = cb;
@@ -284,6 +313,8 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->ran = 0;
   node->uv_cancel_asked = 0;
   gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed));
+  if (gen == 0)
+    gen = 1; /* a node's first use */
   /* Published to the loop by the release CAS of queue_push. */
   atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | INQ | T_PENDING,
                         memory_order_relaxed);
@@ -508,6 +539,7 @@ static int drain(uvtw_wheel_t* wheel, size_t budget) {
         atomic_load_explicit(&node->queue_next, memory_order_relaxed);
     drained(wheel, node);
   }
+  uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
   return tasks->backlog != NULL ||
          atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
@@ -670,6 +702,7 @@ static void after_work_cb(uv_work_t* req, int status) {
     /* uv_cancel at close: the work never started. */
     if (!owe_final(wheel, node, T_QUEUED))
       release_if_idle(wheel, node);
+    uvtw__tasks_flush(wheel);
     close_step(wheel);
     return;
   }
@@ -704,6 +737,7 @@ static void after_work_cb(uv_work_t* req, int status) {
     release_if_idle(wheel, node);
     break;
   }
+  uvtw__tasks_flush(wheel);
   if (wheel->closing)
     close_step(wheel);
 }
@@ -733,6 +767,7 @@ void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
   atomic_fetch_or_explicit(&wheel->tasks.live_word, CLOSING,
                            memory_order_seq_cst);
   uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
+  uvtw__tasks_flush(wheel);
   /* The rest runs from the async callback, outside the caller's stack.  The
    * async handle holds the loop until close is done. */
   uv_ref((uv_handle_t*) &wheel->async);
@@ -758,6 +793,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
         memory_order_relaxed);
     release_if_idle(wheel, node);
   }
+  uvtw__tasks_flush(wheel);
 }
 
 
@@ -831,6 +867,8 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   atomic_init(&tasks->live_word, 0);
   atomic_init(&tasks->queue, NULL);
   atomic_init(&tasks->free_head, 0);
+  atomic_init(&tasks->bump, 0);
+  atomic_init(&tasks->capacity, 0);
   for (c = 0; c < UVTW__CHUNKS; c++)
     atomic_init(&tasks->chunks[c], NULL);
   uvtw__list_init(&tasks->in_pool);

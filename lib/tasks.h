@@ -53,11 +53,15 @@ typedef struct uvtw__tasks_s {
   /* Free nodes: (ABA tag << 32) | (index + 1). */
   _Atomic uint64_t free_head;
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
+  _Atomic uint64_t bump;     /* next never-used node index */
+  _Atomic uint64_t capacity; /* nodes in the published chunks */
   uv_mutex_t grow_lock; /* slow path only: allocating a chunk */
   unsigned nchunks;     /* under grow_lock */
 
   /* Loop thread only. */
   uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
+  uvtw__task_t* freed;     /* released, not yet on the free list */
+  uvtw__task_t* freed_last;
   int close_done;          /* close finished with the tasks */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
@@ -75,6 +79,9 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks);
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Live tasks (any thread). */
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
+/* Loop thread: puts the nodes released since the last call on the free
+ * list, with one CAS.  Called after each batch of work. */
+void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 /* The uv_async_t callback: drains the submission stack in bounded batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);
 /* Close: called once by uvtw_wheel_close, before the core is cleared, to

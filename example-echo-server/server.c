@@ -947,7 +947,12 @@ static int listen_on(void) {
   uv_tcp_init(g.loop, &g.listener);
   err = uv_tcp_bind(&g.listener, (struct sockaddr*) &addr, 0);
   if (err == 0)
-    err = uv_listen((uv_stream_t*) &g.listener, 1024, on_connection);
+    /* A deep accept queue: when it overflows during a burst of connects,
+     * the kernel drops the client's last ACK and the connection is only
+     * accepted a second later, after a SYN-ACK retransmit, which a client
+     * timing its silence from connect() sees as a late PING or BYE.  The
+     * kernel caps this at net.core.somaxconn (4096 on Debian 12). */
+    err = uv_listen((uv_stream_t*) &g.listener, 65535, on_connection);
   if (err == 0)
     err = uv_tcp_getsockname(&g.listener, (struct sockaddr*) &bound, &len);
   if (err != 0) {

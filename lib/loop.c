@@ -139,13 +139,12 @@ int uvtw_wheel_new(uv_loop_t* loop,
     return err;
   }
   /* uv_timer_init and uv_prepare_init cannot fail on unix; uv_async_init
-   * can (no eventfd), and is done last so nothing is left to undo. */
+   * can (no eventfd), so it comes last, and its failure closes the other
+   * two handles, whose close callbacks free the wheel. */
   uv_timer_init(loop, &wheel->driver);
   uv_prepare_init(loop, &wheel->rearm);
   err = uv_async_init(loop, &wheel->async, uvtw__tasks_async_cb);
   if (err != 0) {
-    /* The two handles must be closed before the memory goes: hand them a
-     * close callback that frees the wheel. */
     wheel->open_handles = 2;
     wheel->driver.data = wheel;
     wheel->rearm.data = wheel;

@@ -66,7 +66,12 @@ test)
   build build
   run_tests build
   say "quick benchmark (smoke run; asserts nothing about speed)"
-  build/bench/uvtw-bench --quick >/dev/null
+  if ! build/bench/uvtw-bench --quick >build/bench-quick.out \
+       2>build/bench-quick.log; then
+    tail -n 40 build/bench-quick.log
+    exit 1
+  fi
+  cat build/bench-quick.out
   say "ASan + UBSan build"
   build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

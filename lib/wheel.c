@@ -112,36 +112,53 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 void uvtw__core_tighten(uvtw__core_t* core) {
   struct uvtw__link* head;
   struct uvtw__link* link;
+  struct uvtw__link* next;
+  uvtw_timer_t* t;
   uint64_t block_end;
   uint64_t min_e;
   uint64_t e;
   unsigned level;
+  unsigned budget;
+  unsigned count;
   unsigned s;
-  int count;
 
-  for (level = 0; level < UVTW__LEVELS; level++) {
-    s = first_slot(core, level);
-    if (s != UVTW__NSLOTS)
-      break;
-  }
-  if (level == UVTW__LEVELS)
-    return;
-  head = &core->slots[s];
-  min_e = UINT64_MAX;
-  count = 0;
-  for (link = head->next; link != head; link = link->next) {
-    if (++count > UVTW__TIGHTEN_MAX)
+  for (budget = UVTW__TIGHTEN_MAX;;) {
+    for (level = 0; level < UVTW__LEVELS; level++) {
+      s = first_slot(core, level);
+      if (s != UVTW__NSLOTS)
+        break;
+    }
+    if (level == UVTW__LEVELS)
       return;
-    e = uvtw__core_tick_of(core, uvtw__timer_of(link)->deadline_);
-    if (e < min_e)
-      min_e = e;
+    head = &core->slots[s];
+    count = 0;
+    for (link = head->next; link != head; link = link->next)
+      if (++count > budget)
+        return; /* a large slot keeps its early minimum */
+    budget -= count;
+    /* A timer lazily re-armed past the slot's block would make the wheel
+     * wake at this block only to re-file it: re-file it now instead. */
+    block_end =
+        core->slot_min[s] | (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
+    min_e = UINT64_MAX;
+    for (link = head->next; link != head; link = next) {
+      next = link->next;
+      t = uvtw__timer_of(link);
+      e = uvtw__core_tick_of(core, t->deadline_);
+      if (e > block_end) {
+        uvtw__core_unlink(core, t);
+        uvtw__core_file(core, t, e);
+        core->cascades++;
+      } else if (e < min_e) {
+        min_e = e;
+      }
+    }
+    if (min_e != UINT64_MAX) {
+      core->slot_min[s] = min_e;
+      return;
+    }
+    /* The slot emptied: look at the next one, within the budget. */
   }
-  /* A lazily re-armed timer may expire past the slot's block; waking at
-   * the block's last tick still collects the slot, and keeps every level's
-   * minimum before the next level's (uvtw__core_next_tick relies on it). */
-  block_end =
-      core->slot_min[s] | (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
-  core->slot_min[s] = min_e < block_end ? min_e : block_end;
 }
 
 

@@ -78,11 +78,12 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
  * Never later than the true minimum expiry; O(levels). */
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 
-/* Makes the wheel's next wake-up exact when the earliest slot holds at most
- * UVTW__TIGHTEN_MAX timers: recomputes that slot's minimum from the timers'
- * real expiries (a stop or a lazy re-arm leaves it stale, too early).  The
- * bound keeps it O(1); a larger slot keeps its early wake-up, at which the
- * slot is re-filed (a cascade). */
+/* Makes the wheel's next wake-up exact when the earliest slots hold at most
+ * UVTW__TIGHTEN_MAX timers together: recomputes the earliest slot's
+ * minimum from the timers' real expiries (a stop or a lazy re-arm leaves it
+ * stale, too early), re-filing at once the timers lazily re-armed past the
+ * slot.  The bound keeps it O(1); a larger slot keeps its early wake-up,
+ * at which the slot is re-filed (a cascade). */
 #define UVTW__TIGHTEN_MAX 8
 void uvtw__core_tighten(uvtw__core_t* core);
 

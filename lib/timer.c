@@ -1,7 +1,5 @@
 /* uvtw_timer_*: the loop-thread timer API, mirroring uv_timer_*. */
 
-#include <string.h>
-
 #include "internal.h"
 
 

@@ -2,9 +2,10 @@
  *
  * A task is a node from a per-wheel pool.  Its life:
  *
- *   producer: pop a free node (lock-free), fill it, push it on the
- *             submission stack; the push that finds the stack empty sends
- *             the one uv_async_send of that batch.
+ *   producer: pop a free node (lock-free), or take a never-used one by a
+ *             bump index (a mutex only to allocate a new chunk), fill it,
+ *             push it on the submission stack; the push that finds the
+ *             stack empty sends the one uv_async_send of that batch.
  *   loop:     the async callback takes the whole stack, reverses it (FIFO)
  *             and files each task's timer in the wheel, for the deadline
  *             "uv_hrtime at submit + delay".

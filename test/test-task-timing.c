@@ -261,32 +261,37 @@ static int many_done(void) {
 }
 
 
-static void many(void) {
+/* Runs `producer` on a thread of its own, submitting nrecs tasks to a
+ * wheel with the given tick, while the loop runs; then checks that each
+ * task ran exactly once, never before its delay had passed since its own
+ * submit call (floor-ms rule), and no later than `bound` ms after that.
+ * Prints the lateness under `name`. */
+static void run_many(const char* name,
+                     int n,
+                     uint64_t tick_ms,
+                     void (*producer)(void* arg),
+                     uint64_t bound) {
   uv_thread_t tid;
   uint64_t late;
   uint64_t max_late;
   uint64_t sum_late;
-  uint64_t bound;
   uint64_t max_kind[2];
   rec_t* r;
   int i;
 
-  nrecs = scale_n(100000, 1); /* TSan copes with all of them */
+  nrecs = n;
   recs = calloc((size_t) nrecs, sizeof(*recs));
   ASSERT_PTR_NE(recs, NULL);
   atomic_store(&many_ran, 0);
   atomic_store(&many_submitted, 0);
   atomic_store(&many_bad_thread, 0);
-  setup(0);
-  ASSERT_UV_OK(uv_thread_create(&tid, many_thread, NULL));
+  setup_tick(0, tick_ms);
+  ASSERT_UV_OK(uv_thread_create(&tid, producer, NULL));
   run_until(many_done, 0);
   ASSERT_UV_OK(uv_thread_join(&tid));
   ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
   ASSERT_EQ(0, atomic_load(&many_bad_thread));
 
-  /* Generous: a loaded 2-core machine, maybe under a sanitizer; under
-   * TSan the loop runs these 5-10 times slower and falls behind. */
-  bound = UNDER_TSAN ? 10000 : 3000;
   max_late = 0;
   sum_late = 0;
   max_kind[0] = max_kind[1] = 0;
@@ -295,10 +300,10 @@ static void many(void) {
     ASSERT_EQ(1, atomic_load(&r->runs));
     if (r->run_ms - r->submit_ms < r->delay) {
       fprintf(stderr,
-              "task %d (delay %u, %s) ran early: submitted at %" PRIu64
+              "%s: task %d (delay %u, %s) ran early: submitted at %" PRIu64
               " ms, ran at %" PRIu64 " ms\n",
-              i, r->delay, r->flags ? "threadpool" : "loop", r->submit_ms,
-              r->run_ms);
+              name, i, r->delay, r->flags ? "threadpool" : "loop",
+              r->submit_ms, r->run_ms);
       abort();
     }
     late = r->run_ms - r->submit_ms - r->delay;
@@ -309,11 +314,22 @@ static void many(void) {
     sum_late += late;
     ASSERT_ULT(late, bound);
   }
-  printf("many: %d tasks, late by %" PRIu64 " ms at most (loop %" PRIu64
-         ", threadpool %" PRIu64 "), %.2f ms on average\n",
-         nrecs, max_late, max_kind[0], max_kind[1], (double) sum_late / nrecs);
+  printf("%s: %d tasks, tick %" PRIu64 " ms, late by %" PRIu64
+         " ms at most (loop %" PRIu64 ", threadpool %" PRIu64
+         "), %.2f ms on average\n",
+         name, nrecs, tick_ms, max_late, max_kind[0], max_kind[1],
+         (double) sum_late / nrecs);
   teardown();
   free(recs);
+}
+
+
+static void many(void) {
+  /* TSan copes with all of them.  Generous bound: a loaded 2-core
+   * machine, maybe under a sanitizer; under TSan the loop runs these 5-10
+   * times slower and falls behind. */
+  run_many("many", scale_n(100000, 1), 1, many_thread,
+           UNDER_TSAN ? 10000 : 3000);
 }
 
 
@@ -489,41 +505,7 @@ static void wide_thread(void* arg) {
 
 
 static void wide(void) {
-  uv_thread_t tid;
-  uint64_t late;
-  uint64_t max_late;
-  rec_t* r;
-  int i;
-
-  nrecs = NWIDE;
-  recs = calloc((size_t) nrecs, sizeof(*recs));
-  ASSERT_PTR_NE(recs, NULL);
-  atomic_store(&many_ran, 0);
-  atomic_store(&many_submitted, 0);
-  atomic_store(&many_bad_thread, 0);
-  setup(0);
-  ASSERT_UV_OK(uv_thread_create(&tid, wide_thread, NULL));
-  run_until(many_done, 0);
-  ASSERT_UV_OK(uv_thread_join(&tid));
-  ASSERT_EQ(0, atomic_load(&many_bad_thread));
-  max_late = 0;
-  for (i = 0; i < nrecs; i++) {
-    r = &recs[i];
-    ASSERT_EQ(1, atomic_load(&r->runs));
-    if (r->run_ms - r->submit_ms < r->delay) {
-      fprintf(stderr, "wide: task %d with delay %u ran after %" PRIu64 " ms\n",
-              i, r->delay, r->run_ms - r->submit_ms);
-      abort();
-    }
-    late = r->run_ms - r->submit_ms - r->delay;
-    if (late > max_late)
-      max_late = late;
-    ASSERT_ULT(late, 1000);
-  }
-  printf("wide: %d tasks, delays up to 3 s, late by %" PRIu64 " ms at most\n",
-         nrecs, max_late);
-  teardown();
-  free(recs);
+  run_many("wide", NWIDE, 1, wide_thread, 1000);
 }
 
 
@@ -552,37 +534,8 @@ static void coarse_thread(void* arg) {
 
 
 static void coarse_tick(void) {
-  uv_thread_t tid;
-  uint64_t late;
-  uint64_t max_late;
-  rec_t* r;
-  int i;
-
-  nrecs = NCOARSE;
-  recs = calloc((size_t) nrecs, sizeof(*recs));
-  ASSERT_PTR_NE(recs, NULL);
-  atomic_store(&many_ran, 0);
-  atomic_store(&many_submitted, 0);
-  atomic_store(&many_bad_thread, 0);
-  setup_tick(0, COARSE_TICK);
-  ASSERT_UV_OK(uv_thread_create(&tid, coarse_thread, NULL));
-  run_until(many_done, 0);
-  ASSERT_UV_OK(uv_thread_join(&tid));
-  ASSERT_EQ(0, atomic_load(&many_bad_thread));
-  max_late = 0;
-  for (i = 0; i < nrecs; i++) {
-    r = &recs[i];
-    ASSERT_EQ(1, atomic_load(&r->runs));
-    ASSERT_UGE(r->run_ms - r->submit_ms, r->delay);
-    late = r->run_ms - r->submit_ms - r->delay;
-    if (late > max_late)
-      max_late = late;
-    ASSERT_ULT(late, COARSE_TICK + 1000);
-  }
-  printf("coarse_tick: %d tasks, tick %d ms, late by %" PRIu64 " ms at most\n",
-         nrecs, COARSE_TICK, max_late);
-  teardown();
-  free(recs);
+  run_many("coarse_tick", NCOARSE, COARSE_TICK, coarse_thread,
+           COARSE_TICK + 1000);
 }
 
 

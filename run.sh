@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The two commands of the README.
 #
 #   ./run.sh demo   installs what is missing, builds, and runs the echo

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-bench: cross-thread task scenarios.
  *
  * 1, 2 and 4 producer threads submit one-shot tasks (delays U[1 s, 60 s])

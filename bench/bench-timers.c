@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-bench: loop-thread timer scenarios.
  *
  * Both sides share one loop per cell, so uv_now() is literally the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-bench: clocks (real and fake), memory, random numbers, and the cell
  * runner that alternates the two sides and prints the result line. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-bench: shared declarations.
  *
  * Every scenario runs on uvtw and on a baseline in the same process.  A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-bench: every scenario on uvtw and on a libuv baseline, in the same
  * process, alternating runs.  See bench/README.md. */
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # install(): the header, both libraries, a CMake package (find_package(uvtw)
 # gives uvtw::uvtw and uvtw::uvtw_static) and uvtw.pc.
 include(CMakePackageConfigHelpers)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Defines the INTERFACE target uvtw_libuv for libuv >= 1.44.
 # Debian's libuv1-dev ships only libuv.pc, so pkg-config is the fallback.
 # uvtwConfig.cmake includes this file too, so consumers find libuv the same way.

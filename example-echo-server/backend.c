@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two implementations of backend.h: the uvtw wheel and plain libuv. */
 
 #include "backend.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The timer and work interface the echo server is written against.
  *
  * The server logic (server.c) never calls uvtw_* or uv_timer_* directly: it

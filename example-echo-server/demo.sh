@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A five-second tour of uvtw-echo-server.
 #
 #   usage: example-echo-server/demo.sh BUILD_DIR

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Helpers shared by the echo server's tests (test_*.py).
 
 Each test starts uvtw-echo-server on port 0, reads the port from the line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* echo-load: a bounded load client for uvtw-echo-server that checks the
  * protocol as it goes.  See README.md.
  *

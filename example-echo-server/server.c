@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw-echo-server: a line-based TCP echo server with heartbeats, idle
  * timeouts and request deadlines, all timed by one uvtw wheel (or, with
  * --timers=uv, by one uv_timer_t each, for comparison).  See README.md for

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Bad input: long lines, malformed REQ, junk bytes, a client that does not
 read, and abrupt disconnects with requests in flight.  None of it may
 crash the server or leave anything behind (STATS returns to idle, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Echo, heartbeat and idle close with small timings (heartbeat 100 ms,
 idle 300 ms), STATS, and BYE busy past --max-conns."""
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """1,000 concurrent connections in mixed mode for 10 s: half send a line
 every 250 ms and check the echo, half stay silent and must get PING and
 then BYE idle within [idle, idle + 1000 ms] of their last activity.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Request deadlines: work on the threadpool against a deadline on the
 loop.  Exactly one reply per request: OK when the work wins, TIMEOUT when
 the deadline does, never both."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """SIGTERM (and SIGINT) with connections and requests in flight: every
 client gets BYE shutdown and then EOF, the server exits 0, and in an ASan
 build it reports no leak."""

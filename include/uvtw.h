@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw: a hierarchical timing wheel for a libuv event loop.
  *
  * One wheel attaches to an existing uv_loop_t and keeps one uv_timer_t (the

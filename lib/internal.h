@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wheel object: the pure core plus the libuv handles that drive it. */
 
 #ifndef UVTW_INTERNAL_H

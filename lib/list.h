@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Circular, doubly-linked intrusive lists with a sentinel head, as typed
  * static inline functions.  An unlinked node has next == NULL, which is how
  * a timer says it is inactive. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wheel on a libuv loop: its lifecycle and the driver uv_timer_t.
  *
  * The driver is armed for uvtw__core_next_tick(), never on a fixed tick.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks.
  *
  * A task is a node from a per-wheel pool.  Its life:

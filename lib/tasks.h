@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the node pool, the submission stack and the state
  * machine that makes cancel exact.  See task.c for the protocol. */
 

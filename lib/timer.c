@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw_timer_*: the loop-thread timer API, mirroring uv_timer_*. */
 
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wheel's hot paths (start, stop, ref), inline so that the timer API
  * in timer.c compiles to one short function per call: a re-arm is a few
  * dozen instructions and, when lazy, touches only the timer's cache line.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The hierarchical timing wheel.
  *
  * Six levels: level 0 has 1024 slots, levels 1 to 5 have 64.  Times

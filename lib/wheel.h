@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pure timing wheel: no libuv calls, no threads, no allocation.  Time is
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,

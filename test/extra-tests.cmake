@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Tests that are not one plain test-*.c program.
 
 # The libFuzzer target, built with clang when it is present.  The core is

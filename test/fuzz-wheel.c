@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the fuzzer's bytes choose the operations that
  * wheel-harness.h applies to the wheel and to the reference model.  Built
  * with clang (-fsanitize=fuzzer,address,undefined) when clang is present;

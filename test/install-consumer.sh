@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the build tree into a scratch prefix, then builds and runs a tiny
 # consumer against it both ways: find_package(uvtw) (shared and static
 # targets) and pkg-config.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the test-task-*.c programs: one loop and one wheel per
  * scenario, a task record whose callback checks the per-task rules of the
  * contract as it runs, and helpers to run the loop until a condition holds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Closing a wheel with cross-thread tasks in every state.
  *
  *   everywhere   The 4-thread pool is saturated by two one-shot and two

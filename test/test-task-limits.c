@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: bad input, limits and the smaller rules.
  *
  *   bad_input      NULL callback, NULL wheel and unknown flags are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: races set up by construction, each with exactly one
  * allowed outcome.
  *

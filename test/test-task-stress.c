@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks under stress, checked by accounting (for TSan, ASan
  * and UBSan as much as for the assertions).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the delay counts from the uvtw_submit call.
  *
  *   blocked_loop  While the loop thread is blocked for 200 ms, another

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: "at most one uv_async_send per batch of submissions
  * the loop has not yet drained".
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw_timer_again and set_repeat behave like uv_timer_again and
  * uv_timer_set_repeat: UV_EINVAL if the timer was never started; nothing if
  * repeat is 0; else a restart with timeout = repeat.  Inside a callback,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The driver is armed for exactly the next deadline: uv_backend_timeout(loop)
  * equals the time to the nearest uvtw deadline (1000 right after starting a
  * 1000 ms timer), exactly as it would for a uv_timer_t; nothing wakes the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bad input and the defaults: uvtw_options_init; uvtw_wheel_new with a NULL
  * loop or out, or tick_ms 0 or above 1000 (UV_EINVAL; *out untouched and
  * nothing left on the loop), tick_ms 1 and 1000 accepted; a NULL callback

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stopping and (re)starting uvtw timers from a uv_check_t callback, i.e. from
  * outside any wheel callback, while the loop runs:
  *   - a stopped timer never runs, even one already overdue when stopped;

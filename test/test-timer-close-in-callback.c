@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Closing the wheel from inside a callback: a uvtw timer's own callback (a
  * one-shot and a repeating one), a uv_timer_t callback that runs in the same
  * pass just before the wheel's timers, and with a NULL close callback.  The

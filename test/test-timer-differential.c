@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Differential test against uv_timer_t (tick 1).  NPAIRS pairs of one
  * uv_timer_t and one uvtw_timer_t share a loop and follow the same seeded
  * random script for about RUN_MS: starts, restarts, stops, again, repeats

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Huge timeouts and repeats.  get_due_in is exact up to 2^48 - 1 ms (and
  * across every size at which a hierarchical wheel changes level); deadlines
  * saturate at UINT64_MAX instead of overflowing, so a timeout of UINT64_MAX

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Never early, never missed: thousands of timers with random timeouts and
  * repeats, restarted from their callbacks (some after uv_update_time, some
  * after blocking the loop thread for a few ms).  In every callback

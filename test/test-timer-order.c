@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Order of timers that fire in the same pass: by deadline, ties in the order
  * the timers were (re)started, exactly like uv_timer_t.  Every scenario runs
  * on uv_timer_t handles too, on the same loop, and both orders must equal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An overdue repeating timer fires once per pass, not once per missed
  * period; its next deadline is the loop time at dispatch + repeat (libuv's
  * rule).  The loop thread is blocked with uv_sleep for many periods, outside

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Referencing works as uv_ref/uv_unref on a uv_timer_t: timers start
  * referenced; an active referenced timer keeps uv_run(UV_RUN_DEFAULT)
  * running; an unreferenced one does not (uv_run returns without running it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uv_run(UV_RUN_ONCE) runs a due uvtw timer, as it runs a uv_timer_t: a 0 ms
  * timer in the pass's first timer run, a 1 ms (or a few ms) timer after the
  * poll has waited for it; and then returns 0, the wheel holding nothing.

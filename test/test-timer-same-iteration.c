@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Same iteration as libuv (tick 1): a uvtw timer fires in the same loop
  * iteration as a uv_timer_t started at the same moment with the same
  * timeout.  Pairs are started before the loop runs (timeouts 0..299 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sizeof(uvtw_timer_t) is at most 64 bytes on x86-64 (a uv_timer_t is 152);
  * its public `void* data` field is the caller's, untouched by the wheel. */
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw_wheel_stats and uvtw_wheel_pending for loop-thread timers:
  *   - timers_active is exact at every step (a restart does not count twice;
  *     a repeating timer is active inside its own callback, a one-shot not);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tick_ms > 1: deadlines round UP to a tick.  Right after a start, timeout <=
  * get_due_in < timeout + tick; every rounded deadline (start time + due_in)
  * lies on one grid of tick-sized steps, whenever the timer was started; a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uvtw_wheel_walk calls fn exactly once for every timer active when the walk
  * starts, never for an inactive one (never started, stopped, or a one-shot
  * that ran), even if fn restarts the timer it is given (to the same, a

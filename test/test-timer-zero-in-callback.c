@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A timer that a uvtw callback starts (or restarts) with a deadline that is
  * already reached does not run in the same pass: it runs in the next loop
  * iteration, and a pass never spins.  (libuv 1.44 differs here for a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pure wheel against a reference model on a simulated clock: random
  * starts, stops, re-arms earlier and later, repeats, small steps and huge
  * jumps, deadlines from 0 to UINT64_MAX; several seeds and ticks of 1, 7 and

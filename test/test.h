@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Assertions for uvtw's tests: each prints both operands, file and line, and
  * aborts, so CTest reports the test as failed.  No harness: every test file
  * is its own program with a main() that returns 0 on success. */

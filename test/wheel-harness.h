@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Differential harness for the pure wheel: random operations on a simulated
  * clock, applied both to the wheel and to a reference model that is
  * obviously right (a flat array scanned in full), checking that the same

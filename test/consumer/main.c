@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program outside the uvtw tree, built against an installed uvtw: one
  * timer fires once on a real loop. */
 

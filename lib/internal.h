@@ -6,7 +6,7 @@
 
 #include "tasks.h"
 #include "uvtw.h"
-#include "wheel.h"
+#include "core.h"
 
 struct uvtw_wheel_s {
   uvtw__core_t core;

@@ -2,40 +2,40 @@
 # Tests that are not one plain test-*.c program.
 
 # The libFuzzer target, built with clang when it is present.  The core is
-# pure C with no libuv calls, so it is compiled straight from lib/wheel.c.
+# pure C with no libuv calls, so it is compiled straight from lib/core.c.
 find_program(UVTW_CLANG NAMES clang clang-14)
 if(UVTW_CLANG AND NOT UVTW_SANITIZE)
-  set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz-wheel)
+  set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz-core)
   add_custom_command(
     OUTPUT ${fuzz_bin}
     COMMAND ${UVTW_CLANG} -std=gnu11 -g -O1 -Wall -Wextra -Werror
             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
             ${UVTW_PRIVATE_FLAGS}
             -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/lib
-            ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-wheel.c
-            ${PROJECT_SOURCE_DIR}/lib/wheel.c -o ${fuzz_bin}
-    DEPENDS fuzz-wheel.c wheel-harness.h ${PROJECT_SOURCE_DIR}/lib/wheel.c
-            ${PROJECT_SOURCE_DIR}/lib/wheel.h ${PROJECT_SOURCE_DIR}/lib/list.h
+            ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-core.c
+            ${PROJECT_SOURCE_DIR}/lib/core.c -o ${fuzz_bin}
+    DEPENDS fuzz-core.c core-harness.h ${PROJECT_SOURCE_DIR}/lib/core.c
+            ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/list.h
             ${PROJECT_SOURCE_DIR}/include/uvtw.h
-    COMMENT "Building fuzz-wheel with clang")
-  add_custom_target(fuzz-wheel ALL DEPENDS ${fuzz_bin})
-  set(UVTW_FUZZ_SECONDS 30 CACHE STRING "How long CTest runs fuzz-wheel")
-  add_test(NAME fuzz-wheel
+    COMMENT "Building fuzz-core with clang")
+  add_custom_target(fuzz-core ALL DEPENDS ${fuzz_bin})
+  set(UVTW_FUZZ_SECONDS 30 CACHE STRING "How long CTest runs fuzz-core")
+  add_test(NAME fuzz-core
            COMMAND ${fuzz_bin} -max_total_time=${UVTW_FUZZ_SECONDS}
                    -max_len=4096 -rss_limit_mb=1024
                    -artifact_prefix=${CMAKE_CURRENT_BINARY_DIR}/)
-  set_tests_properties(fuzz-wheel PROPERTIES
+  set_tests_properties(fuzz-core PROPERTIES
       TIMEOUT 300 ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1")
 endif()
 
 # Valgrind on the core tests: no leaks, no invalid accesses.
 find_program(UVTW_VALGRIND valgrind)
 if(UVTW_VALGRIND AND NOT UVTW_SANITIZE)
-  add_test(NAME valgrind-wheel-model
+  add_test(NAME valgrind-core-model
            COMMAND ${UVTW_VALGRIND} --error-exitcode=1 --leak-check=full
-                   --errors-for-leak-kinds=all $<TARGET_FILE:test-wheel-model>
+                   --errors-for-leak-kinds=all $<TARGET_FILE:test-core-model>
                    quick)
-  set_tests_properties(valgrind-wheel-model PROPERTIES TIMEOUT 600)
+  set_tests_properties(valgrind-core-model PROPERTIES TIMEOUT 600)
 endif()
 
 # The installed tree works for a consumer, through find_package(uvtw) and

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the fuzzer's bytes choose the operations that
- * wheel-harness.h applies to the wheel and to the reference model.  Built
+ * core-harness.h applies to the wheel and to the reference model.  Built
  * with clang (-fsanitize=fuzzer,address,undefined) when clang is present;
  * CTest runs it for a bounded time (test/extra-tests.cmake). */
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "wheel-harness.h"
+#include "core-harness.h"
 
 typedef struct {
   const uint8_t* data;

@@ -23,7 +23,7 @@
  * level of the highest bit in which e and n differ (bits 0-9: level 0;
  * bits 10-15: level 1; ...), in the slot given by e's digit at that level.
  * So e and n agree above that level, and e's digit there is greater than
- * n's.  Consequences, which are the invariants uvtw__wheel_check()
+ * n's.  Consequences, which are the invariants uvtw__core_check()
  * verifies:
  *   - an occupied slot at level l has a digit greater than n's, so the
  *     lowest set bit of level l's bitmap is the level's earliest slot, and
@@ -50,7 +50,7 @@
  * slots out of order; the sort is what makes the order exact.
  */
 
-#include "wheel.h"
+#include "core.h"
 
 #include <string.h>
 
@@ -446,13 +446,13 @@ void uvtw__core_clear(uvtw__core_t* core) {
 }
 
 
-/* ---- uvtw__wheel_check ------------------------------------------------ */
+/* ---- uvtw__core_check ------------------------------------------------ */
 
 #define CHECK(cond, ...)                                                      \
   do {                                                                        \
     if (!(cond)) {                                                            \
       if (out != NULL) {                                                      \
-        fprintf(out, "uvtw__wheel_check: %s: ", #cond);                       \
+        fprintf(out, "uvtw__core_check: %s: ", #cond);                       \
         fprintf(out, __VA_ARGS__);                                            \
         fputc('\n', out);                                                     \
       }                                                                       \
@@ -501,7 +501,7 @@ static int check_list(const uvtw__core_t* core,
 }
 
 
-int uvtw__wheel_check(const uvtw__core_t* core, FILE* out) {
+int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
   const struct uvtw__link* head;
   const struct uvtw__link* link;
   const uvtw_timer_t* t;

@@ -3,10 +3,10 @@
  * starts, stops, re-arms earlier and later, repeats, small steps and huge
  * jumps, deadlines from 0 to UINT64_MAX; several seeds and ticks of 1, 7 and
  * 100 ms.  The same timers must fire at the same time in the same order,
- * and uvtw__wheel_check() must pass after every step. */
+ * and uvtw__core_check() must pass after every step. */
 
 #include "test.h"
-#include "wheel-harness.h"
+#include "core-harness.h"
 
 static uint64_t rng_state;
 
@@ -65,12 +65,12 @@ static void test_lazy_rearm(void) {
   ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 9000), 1);
   ASSERT_PTR_EQ(a.link_.prev, prev);
   ASSERT_UEQ(a.deadline_, 9000);
-  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* Its old slot comes due: it is re-filed, not fired. */
   uvtw__core_expire(&core, 6500);
   ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 6500), NULL);
   ASSERT(a.link_.next != NULL);
-  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   uvtw__core_expire(&core, 8999);
   ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 8999), NULL);
   uvtw__core_expire(&core, 9000);
@@ -81,7 +81,7 @@ static void test_lazy_rearm(void) {
   ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 20000), 0);
   ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
-  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
 }
 
 
@@ -101,7 +101,7 @@ static void test_long_gap(void) {
     ;
   ASSERT_UEQ(fired, 1000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), UINT64_MAX);
-  ASSERT_EQ(uvtw__wheel_check(&core, stderr), 0);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
 }
 
 

@@ -3,18 +3,18 @@
  * clock, applied both to the wheel and to a reference model that is
  * obviously right (a flat array scanned in full), checking that the same
  * timers fire at the same simulated time in the same order, and calling
- * uvtw__wheel_check() after every step.  Shared by test-wheel-model.c (a
- * seeded PRNG draws the operations) and fuzz-wheel.c (libFuzzer's bytes
+ * uvtw__core_check() after every step.  Shared by test-core-model.c (a
+ * seeded PRNG draws the operations) and fuzz-core.c (libFuzzer's bytes
  * do). */
 
-#ifndef UVTW_WHEEL_HARNESS_H
-#define UVTW_WHEEL_HARNESS_H
+#ifndef UVTW_CORE_HARNESS_H
+#define UVTW_CORE_HARNESS_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "wheel.h"
+#include "core.h"
 
 #define H_TIMERS 96
 #define H_MAX_FIRES H_TIMERS /* a timer fires at most once a pass */
@@ -66,8 +66,8 @@ struct harness_s {
 
 
 static void h_check_wheel(harness_t* h) {
-  if (uvtw__wheel_check(&h->core, stderr) != 0)
-    H_FAIL(h, "uvtw__wheel_check failed");
+  if (uvtw__core_check(&h->core, stderr) != 0)
+    H_FAIL(h, "uvtw__core_check failed");
 }
 
 
@@ -352,4 +352,4 @@ static void h_step(harness_t* h) {
   h_check(h);
 }
 
-#endif /* UVTW_WHEEL_HARNESS_H */
+#endif /* UVTW_CORE_HARNESS_H */

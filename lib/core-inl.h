@@ -2,10 +2,10 @@
 /* The wheel's hot paths (start, stop, ref), inline so that the timer API
  * in timer.c compiles to one short function per call: a re-arm is a few
  * dozen instructions and, when lazy, touches only the timer's cache line.
- * Included by wheel.h only. */
+ * Included by core.h only. */
 
-#ifndef UVTW_WHEEL_INL_H
-#define UVTW_WHEEL_INL_H
+#ifndef UVTW_CORE_INL_H
+#define UVTW_CORE_INL_H
 
 static inline uint64_t uvtw__sat_add(uint64_t a, uint64_t b) {
   return a + b < a ? UINT64_MAX : a + b;
@@ -180,4 +180,4 @@ static inline void uvtw__core_set_ref(uvtw__core_t* core,
   t->unref_ = !ref;
 }
 
-#endif /* UVTW_WHEEL_INL_H */
+#endif /* UVTW_CORE_INL_H */

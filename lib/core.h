@@ -3,10 +3,10 @@
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
  * start_id_, unref_, repeat_); the libuv driver (loop.c, timer.c) owns
- * everything else.  See wheel.c for the level table and the invariants. */
+ * everything else.  See core.c for the level table and the invariants. */
 
-#ifndef UVTW_WHEEL_H
-#define UVTW_WHEEL_H
+#ifndef UVTW_CORE_H
+#define UVTW_CORE_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -111,8 +111,8 @@ void uvtw__core_clear(uvtw__core_t* core);
 /* Brute-force check of every invariant above, for tests: re-derives the
  * occupancy bitmaps, counters and true minimum expiry from the lists.
  * Returns 0, or -1 after printing which rule broke to `out`. */
-int uvtw__wheel_check(const uvtw__core_t* core, FILE* out);
+int uvtw__core_check(const uvtw__core_t* core, FILE* out);
 
-#include "wheel-inl.h"
+#include "core-inl.h"
 
-#endif /* UVTW_WHEEL_H */
+#endif /* UVTW_CORE_H */

@@ -4,7 +4,7 @@
 #ifndef UVTW_INTERNAL_H
 #define UVTW_INTERNAL_H
 
-#include "tasks.h"
+#include "task.h"
 #include "uvtw.h"
 #include "core.h"
 

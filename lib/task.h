@@ -2,8 +2,8 @@
 /* Cross-thread tasks: the node pool, the submission stack and the state
  * machine that makes cancel exact.  See task.c for the protocol. */
 
-#ifndef UVTW_TASKS_H
-#define UVTW_TASKS_H
+#ifndef UVTW_TASK_H
+#define UVTW_TASK_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -89,4 +89,4 @@ void uvtw__tasks_async_cb(uv_async_t* async);
  * take the task timers out of the wheel. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
 
-#endif /* UVTW_TASKS_H */
+#endif /* UVTW_TASK_H */

@@ -31,42 +31,6 @@ struct uvtw_wheel_s {
   uvtw__tasks_t tasks;
 };
 
-/* Arms the driver for the core's next wake-up (loop thread, outside a pass),
- * and brings its ref state up to date. */
-void uvtw__driver_update(uvtw_wheel_t* wheel);
-
-/* After the core's next wake-up may have moved earlier, to tick e. */
-static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
-  if (e < wheel->armed_tick && !wheel->in_pass)
-    uvtw__driver_update(wheel);
-}
-
-/* Non-zero if the driver is armed for this active timer's expiry tick, so
- * that stopping or moving it may move the next wake-up later.  Never
- * inside a pass: the end of the pass re-arms anyway. */
-static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
-                                         const uvtw_timer_t* timer) {
-  return timer->link_.next != NULL && !wheel->in_pass &&
-         wheel->armed_tick != UINT64_MAX &&
-         uvtw__core_tick_of(&wheel->core, timer->deadline_) ==
-             wheel->armed_tick;
-}
-
-/* Brings the driver's ref state up to date: referenced iff an active
- * referenced timer or a drained live task exists. */
-static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
-  int want;
-
-  want = wheel->core.active_ref != 0;
-  if (want == wheel->driver_ref)
-    return;
-  wheel->driver_ref = want;
-  if (want)
-    uv_ref((uv_handle_t*) &wheel->driver);
-  else
-    uv_unref((uv_handle_t*) &wheel->driver);
-}
-
 /* Starts the handles' closing once close has finished with the tasks. */
 void uvtw__wheel_close_handles(uvtw_wheel_t* wheel);
 

@@ -59,7 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "driver.h"
 
 enum {
   T_FREE,

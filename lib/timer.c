@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* uvtw_timer_*: the loop-thread timer API, mirroring uv_timer_*. */
 
-#include "internal.h"
+#include "driver.h"
 
 
 int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {

@@ -1,19 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* The wheel on a libuv loop: its lifecycle and the driver uv_timer_t.
- *
- * The driver is armed for uvtw__core_next_tick(), never on a fixed tick.
- * Starting a timer earlier than the armed tick re-arms it at once, and so
- * does stopping or moving the timer it is armed for, so uv_backend_timeout()
- * tells the next wake-up.  That wake-up is exact after starts; it may be
- * early (never late) when a slot's minimum went stale because a timer left
- * it, or when a lazily re-armed timer's old slot comes due: then the pass
- * just re-files (cascades) and re-arms.  A pass collects what is due, then
- * runs it; a callback may start, stop or restart any timer, or close the
- * wheel. */
+/* The wheel on a libuv loop: the public object's lifecycle (new, close),
+ * walk, stats and pending.  The driver uv_timer_t that runs the core is in
+ * driver.c. */
 
 #include <stdlib.h>
 
-#include "internal.h"
+#include "driver.h"
 
 
 void uvtw_options_init(uvtw_options_t* opts) {
@@ -24,83 +16,6 @@ void uvtw_options_init(uvtw_options_t* opts) {
 
 uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel) {
   return wheel->loop;
-}
-
-
-static void driver_cb(uv_timer_t* driver);
-static void rearm_cb(uv_prepare_t* prepare);
-
-
-static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
-  uint64_t due_ms;
-  uint64_t now;
-
-  due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uv_now(wheel->loop);
-  /* Cannot fail: the driver is initialised and cb is not NULL. */
-  uv_timer_start(&wheel->driver, driver_cb, due_ms > now ? due_ms - now : 0,
-                 0);
-  wheel->armed_tick = tick;
-}
-
-
-static void disarm(uvtw_wheel_t* wheel) {
-  if (wheel->armed_tick != UINT64_MAX) {
-    uv_timer_stop(&wheel->driver);
-    wheel->armed_tick = UINT64_MAX;
-  }
-}
-
-
-void uvtw__driver_update(uvtw_wheel_t* wheel) {
-  uint64_t next;
-
-  uvtw__core_tighten(&wheel->core);
-  next = uvtw__core_next_tick(&wheel->core);
-  if (next == UINT64_MAX)
-    disarm(wheel);
-  else if (next != wheel->armed_tick)
-    arm(wheel, next);
-  uvtw__driver_sync_ref(wheel);
-}
-
-
-static void rearm_cb(uv_prepare_t* prepare) {
-  uvtw_wheel_t* wheel;
-
-  wheel = prepare->data;
-  uv_prepare_stop(prepare);
-  uvtw__driver_update(wheel);
-}
-
-
-static void driver_cb(uv_timer_t* driver) {
-  uvtw_wheel_t* wheel;
-  uvtw_timer_t* timer;
-
-  wheel = driver->data;
-  wheel->armed_tick = UINT64_MAX; /* a one-shot uv_timer_t: now inactive */
-  wheel->driver_wakeups++;
-  uvtw__core_expire(&wheel->core, uv_now(wheel->loop));
-  wheel->in_pass = 1;
-  while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core, uv_now(wheel->loop)))) {
-    wheel->fired++;
-    timer->cb_(timer);
-  }
-  wheel->in_pass = 0;
-  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
-  if (wheel->closing)
-    return;
-  if (uvtw__core_next_tick(&wheel->core) <= wheel->core.now_tick) {
-    /* Work started during the pass is due already.  Re-arming the driver
-     * with 0 here would run it again in this same pass (libuv 1.44), so the
-     * prepare handle arms it for the next loop iteration. */
-    uv_prepare_start(&wheel->rearm, rearm_cb);
-    uvtw__driver_sync_ref(wheel);
-  } else {
-    uvtw__driver_update(wheel);
-  }
 }
 
 
@@ -198,7 +113,7 @@ int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   wheel->open_handles = 3;
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
-  disarm(wheel);
+  uvtw__driver_disarm(wheel);
   uv_prepare_stop(&wheel->rearm);
   return 0;
 }

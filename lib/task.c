@@ -102,121 +102,7 @@ static uvtw__task_t* task_of(uvtw_timer_t* timer) {
 }
 
 
-/* ---- the node pool --------------------------------------------------- */
-
-static uvtw__task_t* node_at(const uvtw__tasks_t* tasks, uint32_t index) {
-  uvtw__task_t* chunk;
-  uint64_t q;
-  unsigned c;
-
-  q = (uint64_t) index / UVTW__CHUNK0 + 1;
-  c = 63 - __builtin_clzll(q);
-  if (c >= UVTW__CHUNKS)
-    return NULL;
-  chunk = atomic_load_explicit(&tasks->chunks[c], memory_order_acquire);
-  if (chunk == NULL)
-    return NULL;
-  return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
-}
-
-
-/* Pushes the chain first..last (linked by free_next) on the free list. */
-static void free_push(uvtw__tasks_t* tasks,
-                      uvtw__task_t* first,
-                      uvtw__task_t* last) {
-  uint64_t head;
-  uint64_t next;
-
-  head = atomic_load_explicit(&tasks->free_head, memory_order_relaxed);
-  do {
-    atomic_store_explicit(&last->free_next, (uint32_t) head,
-                          memory_order_relaxed);
-    next = (((head >> 32) + 1) << 32) | (first->index + 1);
-  } while (!atomic_compare_exchange_weak_explicit(&tasks->free_head, &head,
-                                                  next, memory_order_release,
-                                                  memory_order_relaxed));
-}
-
-
-static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
-  uvtw__task_t* node;
-  uint64_t head;
-  uint64_t next;
-
-  head = atomic_load_explicit(&tasks->free_head, memory_order_acquire);
-  while ((uint32_t) head != 0) {
-    node = node_at(tasks, (uint32_t) head - 1);
-    if (node == NULL)
-      __builtin_unreachable(); /* a listed node's chunk is published */
-    /* The ABA tag in the high half makes this CAS fail if the node was
-     * popped and pushed again since `head` was read. */
-    next = (((head >> 32) + 1) << 32) |
-           atomic_load_explicit(&node->free_next, memory_order_relaxed);
-    if (atomic_compare_exchange_weak_explicit(&tasks->free_head, &head, next,
-                                              memory_order_acquire,
-                                              memory_order_acquire))
-      return node;
-  }
-  return NULL;
-}
-
-
-/* Slow path, under grow_lock: allocates chunks until index i exists.
- * Chunks come from calloc and are not touched here: the kernel's zero
- * pages are faulted in as nodes are first used, so growing never stalls a
- * producer for the whole chunk.  A zero state word is generation 0, which
- * no id carries, so a never-used node answers every cancel with ENOENT. */
-static int grow(uvtw__tasks_t* tasks, uint64_t i) {
-  uvtw__task_t* chunk;
-  uint64_t capacity;
-  int err;
-
-  err = 0;
-  uv_mutex_lock(&tasks->grow_lock);
-  capacity = atomic_load_explicit(&tasks->capacity, memory_order_relaxed);
-  while (capacity <= i) {
-    if (tasks->nchunks == UVTW__CHUNKS) {
-      err = UV_ENOMEM;
-      break;
-    }
-    chunk = calloc((size_t) UVTW__CHUNK0 << tasks->nchunks, sizeof(*chunk));
-    if (chunk == NULL) {
-      err = UV_ENOMEM;
-      break;
-    }
-    atomic_store_explicit(&tasks->chunks[tasks->nchunks], chunk,
-                          memory_order_release);
-    capacity += (uint64_t) UVTW__CHUNK0 << tasks->nchunks;
-    tasks->nchunks++;
-    atomic_store_explicit(&tasks->capacity, capacity, memory_order_release);
-  }
-  uv_mutex_unlock(&tasks->grow_lock);
-  return err;
-}
-
-
-/* A node for a new task: a freed one, else the next never-used one. */
-static uvtw__task_t* alloc_node(uvtw__tasks_t* tasks) {
-  uvtw__task_t* node;
-  uint64_t i;
-
-  node = free_pop(tasks);
-  if (node != NULL)
-    return node;
-  i = atomic_fetch_add_explicit(&tasks->bump, 1, memory_order_relaxed);
-  while (i >= atomic_load_explicit(&tasks->capacity, memory_order_acquire))
-    if (grow(tasks, i) != 0)
-      return NULL;
-  node = node_at(tasks, (uint32_t) i);
-  node->index = (uint32_t) i;
-  return node;
-}
-
-
-/* Loop thread: the node has ended; recycle it under a new generation.  It
- * joins a local chain that uvtw__tasks_flush pushes on the free list with
- * one CAS, so that the loop does not fight the producers for the free
- * list's cache line once per task. */
+/* Loop thread: the node has ended; recycle it under a new generation. */
 static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t word;
   uint32_t gen;
@@ -227,24 +113,12 @@ static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
     return; /* retired: its ids stay unique forever */
   atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | T_FREE,
                         memory_order_release);
-  atomic_store_explicit(&node->free_next,
-                        tasks->freed != NULL ? tasks->freed->index + 1 : 0,
-                        memory_order_relaxed);
-  if (tasks->freed == NULL)
-    tasks->freed_last = node;
-  tasks->freed = node;
+  uvtw__pool_release(&tasks->pool, node);
 }
 
 
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
-  uvtw__tasks_t* tasks;
-
-  tasks = &wheel->tasks;
-  if (tasks->freed == NULL)
-    return;
-  free_push(tasks, tasks->freed, tasks->freed_last);
-  tasks->freed = NULL;
-  tasks->freed_last = NULL;
+  uvtw__pool_flush(&wheel->tasks.pool);
 }
 
 
@@ -297,7 +171,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
       &tasks->live_word, &word, word + 1 + INFLIGHT, memory_order_acquire,
       memory_order_relaxed));
 
-  node = alloc_node(tasks);
+  node = uvtw__pool_alloc(&tasks->pool);
   if (node == NULL) {
     atomic_fetch_sub_explicit(&tasks->live_word, 1 + INFLIGHT,
                               memory_order_release);
@@ -401,7 +275,7 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
       &tasks->live_word, &word, word + INFLIGHT, memory_order_acquire,
       memory_order_relaxed));
   ended = 0;
-  node = node_at(tasks, (uint32_t) (id >> 32));
+  node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> 32));
   err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
   /* A successful cancel frees the task's place at once. */
   atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT + (ended ? 1 : 0),
@@ -860,34 +734,20 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
 
 int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   uvtw__tasks_t* tasks;
-  int err;
-  int c;
 
   tasks = &wheel->tasks;
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;
   atomic_init(&tasks->live_word, 0);
   atomic_init(&tasks->queue, NULL);
-  atomic_init(&tasks->free_head, 0);
-  atomic_init(&tasks->bump, 0);
-  atomic_init(&tasks->capacity, 0);
-  for (c = 0; c < UVTW__CHUNKS; c++)
-    atomic_init(&tasks->chunks[c], NULL);
   uvtw__list_init(&tasks->in_pool);
   uvtw__list_init(&tasks->final);
-  err = uv_mutex_init(&tasks->grow_lock);
-  return err;
+  return uvtw__pool_init(&tasks->pool);
 }
 
 
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
-  uvtw__tasks_t* tasks;
-  int c;
-
-  tasks = &wheel->tasks;
-  for (c = 0; c < UVTW__CHUNKS; c++)
-    free(atomic_load_explicit(&tasks->chunks[c], memory_order_relaxed));
-  uv_mutex_destroy(&tasks->grow_lock);
+  uvtw__pool_destroy(&wheel->tasks.pool);
 }
 
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks: the node pool, the submission stack and the state
- * machine that makes cancel exact.  See task.c for the protocol. */
+/* Cross-thread tasks: the submission stack and the state machine that
+ * makes cancel exact.  See task.c for the protocol; the nodes come from
+ * task-pool.c. */
 
 #ifndef UVTW_TASK_H
 #define UVTW_TASK_H
@@ -9,13 +10,8 @@
 #include <stdint.h>
 
 #include "list.h"
+#include "task-pool.h"
 #include "uvtw.h"
-
-/* Node pool: chunk c holds UVTW__CHUNK0 << c nodes, so 24 chunk pointers
- * address 256 * (2^24 - 1), about 2^32, nodes, and the table never moves
- * (lock-free lookup). */
-#define UVTW__CHUNK0 256u
-#define UVTW__CHUNKS 24
 
 typedef struct uvtw__task_s uvtw__task_t;
 
@@ -51,18 +47,10 @@ typedef struct uvtw__tasks_s {
   _Atomic uint64_t live_word;
   /* Treiber stack of submitted and cancelled nodes; NULL when drained. */
   uvtw__task_t* _Atomic queue;
-  /* Free nodes: (ABA tag << 32) | (index + 1). */
-  _Atomic uint64_t free_head;
-  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
-  _Atomic uint64_t bump;     /* next never-used node index */
-  _Atomic uint64_t capacity; /* nodes in the published chunks */
-  uv_mutex_t grow_lock; /* slow path only: allocating a chunk */
-  unsigned nchunks;     /* under grow_lock */
+  uvtw__pool_t pool;
 
   /* Loop thread only. */
   uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
-  uvtw__task_t* freed;     /* released, not yet on the free list */
-  uvtw__task_t* freed_last;
   int close_done;          /* close finished with the tasks */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* The task node pool (task-pool.c): nodes by index, lock-free. */
+
+#ifndef UVTW_TASK_POOL_H
+#define UVTW_TASK_POOL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+typedef struct uvtw__task_s uvtw__task_t;
+
+/* Chunk c holds UVTW__CHUNK0 << c nodes, so 24 chunk pointers address
+ * 256 * (2^24 - 1), about 2^32, nodes, and the table never moves
+ * (lock-free lookup). */
+#define UVTW__CHUNK0 256u
+#define UVTW__CHUNKS 24
+
+typedef struct uvtw__pool_s {
+  /* Free nodes: (ABA tag << 32) | (index + 1). */
+  _Atomic uint64_t free_head;
+  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
+  _Atomic uint64_t bump;     /* next never-used node index */
+  _Atomic uint64_t capacity; /* nodes in the published chunks */
+  uv_mutex_t grow_lock;      /* slow path only: allocating a chunk */
+  unsigned nchunks;          /* under grow_lock */
+  /* Loop thread only: released, not yet on the free list. */
+  uvtw__task_t* freed;
+  uvtw__task_t* freed_last;
+} uvtw__pool_t;
+
+int uvtw__pool_init(uvtw__pool_t* pool);
+/* Frees the chunks; every node must be free. */
+void uvtw__pool_destroy(uvtw__pool_t* pool);
+
+/* The node with this index, or NULL if its chunk does not exist (an id
+ * that was never issued).  Any thread. */
+uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index);
+
+/* A node for a new task: a freed one, else the next never-used one (zeroed:
+ * its state word is 0).  NULL when out of memory.  Any thread. */
+uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool);
+
+/* Loop thread: returns an ended node; it becomes reusable at the next
+ * uvtw__pool_flush. */
+void uvtw__pool_release(uvtw__pool_t* pool, uvtw__task_t* node);
+void uvtw__pool_flush(uvtw__pool_t* pool);
+
+#endif /* UVTW_TASK_POOL_H */

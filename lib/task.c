@@ -13,9 +13,9 @@
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work and comes back in after_work.
  *
- * The state word.  Each node has one atomic word: generation << 32 | INQ |
- * state.  Every transition that another thread could race with is one CAS
- * on it, so a cancel and an expiry (or close) racing for the same task see
+ * The state word.  Each node has one atomic word: generation << 32 |
+ * IN_STACK | state.  Every transition that another thread could race with
+ * is one CAS on it, so a cancel and an expiry (or close) racing for the same task see
  * exactly one winner, and a stale id, whose generation no longer matches,
  * changes nothing.  (Plain stores are used only where no other thread can
  * move the state: out of STOPPING, CLOSED and the ended states, and to
@@ -41,11 +41,11 @@
  *           CLOSED, a repeating task's RUNNING -> CLOSED after its run, and
  *           CLOSED -> DONE after its final call.
  *
- * INQ says the node is linked in the submission stack.  A cancel that wins
- * against a node not in the stack pushes it there as a notice, so the loop
- * unlinks the cancelled timer promptly instead of at its deadline.  The
- * loop frees a node once it is ended, not in the stack (INQ clear) and not
- * on the threadpool; both of those are checked on the loop thread.
+ * IN_STACK says the node is linked in the submission stack.  A cancel that
+ * wins against a node not in the stack pushes it there as a notice, so the
+ * loop unlinks the cancelled timer promptly instead of at its deadline.
+ * The loop frees a node once it is ended, not in the stack (IN_STACK
+ * clear) and not on the threadpool; both are checked on the loop thread.
  *
  * live_word.  CLOSING | CLOSED | calls in flight << 40 | live tasks.  A
  * submit reserves its place and checks for close in one CAS; submit and
@@ -72,10 +72,10 @@ enum {
   T_CLOSED
 };
 
-enum { W_NONE, W_WHEEL, W_POOL, W_FINAL };
+enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 #define STATE_MASK ((uint64_t) 0xff)
-#define INQ ((uint64_t) 0x100)
+#define IN_STACK ((uint64_t) 0x100)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN(word) ((uint32_t) ((word) >> 32))
 #define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
@@ -184,15 +184,16 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->deadline_ms =
       start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
   node->pool = (flags & UVTW_THREADPOOL) != 0;
-  node->where = W_NONE;
-  node->seen = 0;
+  node->location = AT_NONE;
+  node->taken_in = 0;
   node->ran = 0;
   node->uv_cancel_asked = 0;
   gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed));
   if (gen == 0)
     gen = 1; /* a node's first use */
   /* Published to the loop by the release CAS of queue_push. */
-  atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | INQ | T_PENDING,
+  atomic_store_explicit(&node->state,
+                        ((uint64_t) gen << 32) | IN_STACK | T_PENDING,
                         memory_order_relaxed);
   if (id != NULL)
     *id = ((uint64_t) node->index << 32) | gen;
@@ -216,12 +217,12 @@ static int cancel_node(uvtw_wheel_t* wheel,
     switch (STATE(word)) {
     case T_PENDING:
     case T_QUEUED:
-      next = WITH_STATE(word, T_CANCELLED) | INQ;
+      next = WITH_STATE(word, T_CANCELLED) | IN_STACK;
       if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
                                                  memory_order_acq_rel,
                                                  memory_order_acquire))
         continue;
-      if (!(word & INQ))
+      if (!(word & IN_STACK))
         queue_push(wheel, node); /* a notice: unlink it promptly */
       *ended = 1;
       return 0;
@@ -293,10 +294,10 @@ static void end_live(uvtw__tasks_t* tasks) {
 
 /* Takes the task's timer out of the wheel, if it is there. */
 static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  if (node->where != W_WHEEL)
+  if (node->location != AT_WHEEL)
     return;
   uvtw__core_stop(&wheel->core, &node->timer);
-  node->where = W_NONE;
+  node->location = AT_NONE;
 }
 
 
@@ -305,10 +306,10 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t word;
 
-  if (node->where != W_NONE)
+  if (node->location != AT_NONE)
     return;
   word = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (word & INQ)
+  if (word & IN_STACK)
     return; /* the drain of its notice frees it */
   switch (STATE(word)) {
   case T_CANCELLED:
@@ -326,7 +327,9 @@ static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 
 /* Moves a waiting task to CLOSED and queues its final call.  Returns 0 if a
  * cancel won the race instead. */
-static int owe_final(uvtw_wheel_t* wheel, uvtw__task_t* node, unsigned from) {
+static int queue_final_call(uvtw_wheel_t* wheel,
+                            uvtw__task_t* node,
+                            unsigned from) {
   uint64_t word;
 
   word = atomic_load_explicit(&node->state, memory_order_acquire);
@@ -334,7 +337,7 @@ static int owe_final(uvtw_wheel_t* wheel, uvtw__task_t* node, unsigned from) {
     if (atomic_compare_exchange_weak_explicit(
             &node->state, &word, WITH_STATE(word, T_CLOSED),
             memory_order_acq_rel, memory_order_acquire)) {
-      node->where = W_FINAL;
+      node->location = AT_FINAL_LIST;
       uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
       return 1;
     }
@@ -353,26 +356,28 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->repeat_ = node->pool ? 0 : node->repeat_ms;
   timer->unref_ = 0;
   timer->task_ = 1;
-  node->where = W_WHEEL;
+  node->location = AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
   uvtw__driver_earlier(wheel, e);
 }
 
 
-/* One node taken from the submission stack. */
-static void drained(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+/* Takes in one node from the submission stack: a new task is filed in the
+ * wheel; a cancel's notice unfiles its task and frees the node. */
+static void take_in_node(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t word;
 
-  word = atomic_fetch_and_explicit(&node->state, ~INQ, memory_order_acq_rel);
-  if (!node->seen) {
-    node->seen = 1;
+  word = atomic_fetch_and_explicit(&node->state, ~IN_STACK,
+                                   memory_order_acq_rel);
+  if (!node->taken_in) {
+    node->taken_in = 1;
     wheel->tasks.accepted++;
   }
   switch (STATE(word)) {
   case T_PENDING:
     /* Only submit pushes a pending node: this is a new task. */
     if (wheel->closing) {
-      owe_final(wheel, node, T_PENDING);
+      queue_final_call(wheel, node, T_PENDING);
       break;
     }
     file_task(wheel, node);
@@ -413,7 +418,7 @@ static int drain(uvtw_wheel_t* wheel, size_t budget) {
     node = tasks->backlog;
     tasks->backlog =
         atomic_load_explicit(&node->queue_next, memory_order_relaxed);
-    drained(wheel, node);
+    take_in_node(wheel, node);
   }
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
@@ -451,7 +456,7 @@ static void task_fire(uvtw_timer_t* timer) {
   }
 
   if (node->pool) {
-    node->where = W_POOL;
+    node->location = AT_POOL;
     node->dispatch_ms = uv_now(wheel->loop);
     uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
@@ -484,7 +489,7 @@ static void task_fire(uvtw_timer_t* timer) {
                 &node->state, &word, WITH_STATE(word, T_CLOSED),
                 memory_order_acq_rel, memory_order_acquire)) {
           unfile(wheel, node);
-          node->where = W_FINAL;
+          node->location = AT_FINAL_LIST;
           uvtw__list_append(&wheel->tasks.final, &timer->link_);
           return;
         }
@@ -571,12 +576,12 @@ static void after_work_cb(uv_work_t* req, int status) {
   node = uvtw__container_of(req, uvtw__task_t, work);
   wheel = node->timer.wheel_;
   uvtw__list_remove(&node->timer.link_);
-  node->where = W_NONE;
+  node->location = AT_NONE;
 
   word = atomic_load_explicit(&node->state, memory_order_acquire);
   if (status == UV_ECANCELED) {
     /* uv_cancel at close: the work never started. */
-    if (!owe_final(wheel, node, T_QUEUED))
+    if (!queue_final_call(wheel, node, T_QUEUED))
       release_if_idle(wheel, node);
     uvtw__tasks_flush(wheel);
     close_step(wheel);
@@ -599,7 +604,7 @@ static void after_work_cb(uv_work_t* req, int status) {
     break;
   case T_PENDING:
     if (wheel->closing) {
-      owe_final(wheel, node, T_PENDING);
+      queue_final_call(wheel, node, T_PENDING);
       break;
     }
     /* Due at dispatch + repeat; if that passed while it ran, it goes
@@ -634,7 +639,7 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
    * callback returns (even if it cancelled itself first). */
   if (node == current_task)
     return;
-  if (!owe_final(wheel, node, T_PENDING))
+  if (!queue_final_call(wheel, node, T_PENDING))
     release_if_idle(wheel, node); /* a cancel won */
 }
 
@@ -658,7 +663,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
     node = task_of(uvtw__container_of(wheel->tasks.final.next, uvtw_timer_t,
                                       link_));
     uvtw__list_remove(&node->timer.link_);
-    node->where = W_NONE;
+    node->location = AT_NONE;
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
     end_live(&wheel->tasks);

@@ -18,16 +18,16 @@ typedef struct uvtw__task_s uvtw__task_t;
 struct uvtw__task_s {
   /* Filed in the wheel while the task waits; loop thread only. */
   uvtw_timer_t timer;
-  /* gen << 32 | INQ | state (task.c); every contended transition is one
-   * CAS. */
+  /* gen << 32 | IN_STACK | state (task.c); every contended transition is
+   * one CAS. */
   _Atomic uint64_t state;
   /* Link in the submission stack (producers push, the loop takes all). */
   uvtw__task_t* _Atomic queue_next;
   /* Free-list link: index + 1 of the next free node, 0 at the end. */
   _Atomic uint32_t free_next;
   uint32_t index;
-  uint8_t where;  /* loop thread only: wheel, pool, final list or none */
-  uint8_t seen;   /* loop thread only: drained once (for the stats) */
+  uint8_t location; /* loop thread only: wheel, pool, final list or none */
+  uint8_t taken_in; /* loop thread only: counted in `accepted` once */
   uint8_t pool;   /* UVTW_THREADPOOL */
   uint8_t ran;    /* the pool thread ran cb; read in after_work */
   uint8_t uv_cancel_asked; /* loop thread only, at close */

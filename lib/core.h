@@ -3,7 +3,8 @@
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
  * start_id_, unref_, repeat_); the libuv layer (wheel.c, driver.c,
- * timer.c) owns everything else.  See core.c for the level table and the invariants. */
+ * timer.c) owns everything else.  See core.c for the level table and the
+ * invariants. */
 
 #ifndef UVTW_CORE_H
 #define UVTW_CORE_H

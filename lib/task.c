@@ -15,8 +15,8 @@
  *
  * The state word.  Each node has one atomic word: generation << 32 |
  * IN_STACK | state.  Every transition that another thread could race with
- * is one CAS on it, so a cancel and an expiry (or close) racing for the same task see
- * exactly one winner, and a stale id, whose generation no longer matches,
+ * is one CAS on it, so a cancel and an expiry (or close) racing for the
+ * same task see exactly one winner, and a stale id, whose generation no longer matches,
  * changes nothing.  (Plain stores are used only where no other thread can
  * move the state: out of STOPPING, CLOSED and the ended states, and to
  * FREE.)  The generation

@@ -16,12 +16,12 @@
  * The state word.  Each node has one atomic word: generation << 32 |
  * IN_STACK | state.  Every transition that another thread could race with
  * is one CAS on it, so a cancel and an expiry (or close) racing for the
- * same task see exactly one winner, and a stale id, whose generation no longer matches,
- * changes nothing.  (Plain stores are used only where no other thread can
- * move the state: out of STOPPING, CLOSED and the ended states, and to
- * FREE.)  The generation
- * grows each time the node is freed; a node whose generation would wrap is
- * retired instead of reused, so an id is never reused at all.
+ * same task see exactly one winner, and a stale id, whose generation no
+ * longer matches, changes nothing.  (Plain stores are used only where no
+ * other thread can move the state: out of STOPPING, CLOSED and the ended
+ * states, and to FREE.)  The generation grows each time the node is freed;
+ * a node whose generation would wrap is retired instead of reused, so an
+ * id is never reused at all.
  *
  *   PENDING   waiting (in the stack, the wheel, or between pool runs)
  *   QUEUED    handed to uv_queue_work, not started

@@ -1,5 +1,27 @@
 /* SPDX-License-Identifier: MIT */
-/* The wheel object: the pure core plus the libuv handles that drive it. */
+/* The wheel object: the pure core plus the libuv handles that drive it.
+ *
+ * Words used across lib/, with one meaning each:
+ *   core         the pure timing wheel (core.c): no libuv, time passed in.
+ *   wheel        the public uvtw_wheel_t (wheel.c): a core on a loop.
+ *   driver       the one uv_timer_t per wheel, armed for the core's next
+ *                wake-up (driver.c).
+ *   tick         the core's unit of time, tick_ms milliseconds; deadlines
+ *                round up to a tick, so nothing fires early.
+ *   file         put a timer in the slot (or list) its expiry tick belongs
+ *                to, relative to the core's now.
+ *   pass         one run of the driver's callback: collect every timer
+ *                that is due, sort it into libuv's order, then run the
+ *                callbacks.  Timers started during a pass wait for the next.
+ *   cascade      re-filing a timer from a higher level's slot to a lower
+ *                one when its slot comes due before the timer does.
+ *   lazy re-arm  restarting a filed timer to a later deadline by rewriting
+ *                only its deadline; its old slot comes due first and
+ *                re-files it then.
+ *   notice       a cancelled task's node pushed on the submission stack, so
+ *                the loop unfiles its timer promptly (task.c).
+ *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
+ *                wheel closes. */
 
 #ifndef UVTW_INTERNAL_H
 #define UVTW_INTERNAL_H

@@ -20,6 +20,12 @@
  *     from inside callbacks.
  *
  * Requires libuv >= 1.44.
+ *
+ * Platforms: tested on Linux x86-64 (Debian 12) with GCC 12 and clang 14.
+ * The library is C11 with GNU extensions and uses GCC builtins, so it needs
+ * GCC or clang; other unixes with either are likely to work but untested.
+ * Windows is not supported (there is no DLL export/import and no MSVC
+ * build); CMake stops with an error there.
  */
 
 #ifndef UVTW_H
@@ -34,20 +40,17 @@
 extern "C" {
 #endif
 
-#if defined(_WIN32)
-# if defined(UVTW_BUILDING_SHARED)
-#  define UVTW_EXTERN __declspec(dllexport)
-# elif defined(UVTW_USING_SHARED)
-#  define UVTW_EXTERN __declspec(dllimport)
-# else
-#  define UVTW_EXTERN /* nothing */
-# endif
-#elif __GNUC__ >= 4
+/* Marks the public functions: the library builds with hidden visibility, so
+ * these are the only names libuvtw.so exports. */
+#if defined(__GNUC__)
 # define UVTW_EXTERN __attribute__((visibility("default")))
 #else
 # define UVTW_EXTERN /* nothing */
 #endif
 
+/* The version, and its only source: CMakeLists.txt reads these three lines
+ * (project version, SONAME, uvtw.pc, the Debian packages).  Keep the form
+ * "#define UVTW_VERSION_<PART> <number>". */
 #define UVTW_VERSION_MAJOR 0
 #define UVTW_VERSION_MINOR 1
 #define UVTW_VERSION_PATCH 0

@@ -30,6 +30,11 @@ need_packages() {
     command -v clang >/dev/null || missing+=(clang)
     dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
     command -v valgrind >/dev/null || missing+=(valgrind)
+    # The package-deb test: cpack's DEB generator runs file and readelf,
+    # the test checks dependencies with dpkg-shlibdeps.
+    command -v file >/dev/null || missing+=(file)
+    command -v readelf >/dev/null || missing+=(binutils)
+    command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
   fi
   if [ ${#missing[@]} -ne 0 ]; then
     say "installing: ${missing[*]}"

@@ -40,9 +40,32 @@ endif()
 
 # The installed tree works for a consumer, through find_package(uvtw) and
 # through pkg-config, and exports nothing but uvtw_*.
-if(NOT UVTW_SANITIZE)
+if(NOT UVTW_SANITIZE AND UVTW_INSTALL)
   add_test(NAME install-consumer
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/install-consumer.sh
                    ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR})
   set_tests_properties(install-consumer PROPERTIES TIMEOUT 300)
+endif()
+
+# Packaging and consumption, in the release tree only: the Debian packages
+# (built, unpacked with dpkg -x, used by a consumer), and uvtw as a
+# subproject of another CMake project, both ways.
+if(NOT UVTW_SANITIZE)
+  find_program(UVTW_DPKG dpkg)
+  find_program(UVTW_DPKG_SHLIBDEPS dpkg-shlibdeps)
+  if(UVTW_DPKG AND UVTW_DPKG_SHLIBDEPS)
+    add_test(NAME package-deb
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/package-deb.sh
+                     ${PROJECT_SOURCE_DIR})
+    set_tests_properties(package-deb PROPERTIES TIMEOUT 300)
+  else()
+    message(STATUS "no dpkg and dpkg-shlibdeps (dpkg-dev): "
+                   "the package-deb test is skipped")
+  endif()
+  foreach(how add_subdirectory FetchContent)
+    add_test(NAME subproject-${how}
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/subproject.sh
+                     ${PROJECT_SOURCE_DIR} ${how})
+    set_tests_properties(subproject-${how} PROPERTIES TIMEOUT 300)
+  endforeach()
 endif()

@@ -5,7 +5,8 @@
  * and set_repeat, made before the loop runs, from a uv_check_t between
  * iterations (timeouts from 0) and from the timers' own callbacks (timeouts
  * from 1 ms: libuv 1.44 runs a 0 ms uv_timer_t started inside a timer
- * callback in the same pass, uvtw in the next iteration; see API.md).
+ * callback in the same pass, uvtw in the next iteration: README.md,
+ * Semantics, "Which libuv").
  *
  * Each side keeps its own copy of the script's random state and draws from
  * it in its own callbacks, so both sides run the same script as long as

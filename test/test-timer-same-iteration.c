@@ -4,7 +4,7 @@
  * timeout.  Pairs are started before the loop runs (timeouts 0..299 and
  * sizes where a wheel changes level, up to 4097 ms), from a uv_check_t
  * (timeouts from 0), from a uv_timer_t callback and from a uvtw callback
- * (timeouts from 1 ms: see API.md on 0 ms inside timer callbacks), and as
+ * (timeouts from 1 ms: README.md, Semantics, "Which libuv"), and as
  * repeating pairs whose first three runs are compared. */
 
 #include <stdint.h>

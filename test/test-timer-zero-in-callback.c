@@ -3,7 +3,7 @@
  * already reached does not run in the same pass: it runs in the next loop
  * iteration, and a pass never spins.  (libuv 1.44 differs here for a
  * uv_timer_t started with 0 inside a uv_timer_t callback: it runs in the
- * same pass.  API.md, "Snapshot" and "Fine print".) */
+ * same pass.  README.md, Semantics: "Snapshot" and "Which libuv".) */
 
 #include <stdint.h>
 

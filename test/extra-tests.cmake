@@ -69,3 +69,36 @@ if(NOT UVTW_SANITIZE)
     set_tests_properties(subproject-${how} PROPERTIES TIMEOUT 300)
   endforeach()
 endif()
+
+# Every C example of README.md is a program that compiles without warnings
+# and runs: readme-examples.py writes each section's ```c blocks out as one
+# program, readme-<section>, at configure time (again whenever README.md
+# changes).  They run in every tree, sanitizers included.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  set(readme ${PROJECT_SOURCE_DIR}/README.md)
+  set(readme_dir ${CMAKE_CURRENT_BINARY_DIR}/readme-examples)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+               ${readme} ${CMAKE_CURRENT_SOURCE_DIR}/readme-examples.py)
+  execute_process(
+      COMMAND ${Python3_EXECUTABLE}
+              ${CMAKE_CURRENT_SOURCE_DIR}/readme-examples.py
+              ${readme} ${readme_dir}
+      OUTPUT_VARIABLE readme_programs
+      RESULT_VARIABLE readme_result)
+  if(NOT readme_result EQUAL 0)
+    message(FATAL_ERROR "readme-examples.py failed on README.md")
+  endif()
+  string(REPLACE "\n" ";" readme_programs "${readme_programs}")
+  foreach(name ${readme_programs})
+    if(name)
+      add_executable(${name} ${readme_dir}/${name}.c)
+      target_compile_options(${name} PRIVATE ${UVTW_WARNINGS})
+      target_link_libraries(${name} PRIVATE uvtw_static Threads::Threads)
+      add_test(NAME ${name} COMMAND ${name})
+      set_tests_properties(${name} PROPERTIES TIMEOUT 60)
+    endif()
+  endforeach()
+else()
+  message(STATUS "no python3: the README examples are not tested")
+endif()

@@ -46,7 +46,9 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME libuvtw-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libuvtw${PROJECT_VERSION_MAJOR} (= ${uvtw_deb_version}), libuv1-dev (>= 1.44)")
+    "libuvtw${PROJECT_VERSION_MAJOR} (= ${uvtw_deb_version})"
+    "libuv1-dev (>= 1.44)")
+list(JOIN CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
 set(CPACK_DEBIAN_DEV_DESCRIPTION
     "${uvtw_deb_about}
 This package contains the header, the static library, the CMake package

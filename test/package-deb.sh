@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Builds the Debian packages as a packager would (a library-only tree with
 # prefix /usr, then `cpack -G DEB`), checks their names, dependencies and
-# contents, unpacks them with `dpkg -x` into a scratch root, and builds and
-# runs test/consumer against that root through pkg-config and through
+# contents, asks apt whether they would install (a simulation), unpacks
+# them with `dpkg -x` into a scratch root, and builds and runs
+# test/consumer against that root through pkg-config and through
 # find_package(uvtw).  Nothing is installed on the machine.
 # Usage: package-deb.sh SOURCE_DIR
 set -euo pipefail
@@ -26,7 +27,7 @@ quiet() { # LOG COMMAND...: runs COMMAND, shows its output only on failure
   }
 }
 
-version=$(sed -n 's/^#define UVTW_VERSION_\(MAJOR\|MINOR\|PATCH\) \+\([0-9]\+\)$/\2/p' \
+version=$(sed -n 's/^#define UVTW_VERSION_[A-Z]\+ \+\([0-9]\+\)$/\1/p' \
           "$src/include/uvtw.h" | paste -sd.)
 major=${version%%.*}
 arch=$(dpkg --print-architecture)
@@ -56,8 +57,9 @@ has_dep "$dev" "libuv1-dev (>= 1.44)"
 
 # 3. Contents: the runtime package has the library and nothing to build
 # with; the dev package has the rest; no file is in both.
-dpkg-deb -c "$runtime" | awk '{print $6}' | grep -v '/$' | sort >"$work/runtime.list"
-dpkg-deb -c "$dev" | awk '{print $6}' | grep -v '/$' | sort >"$work/dev.list"
+list() { dpkg-deb -c "$1" | awk '{print $6}' | grep -v '/$' | sort; }
+list "$runtime" >"$work/runtime.list"
+list "$dev" >"$work/dev.list"
 expect() { # LIST REGEX
   grep -qE "$2" "$1" || fail "$(basename "$1" .list) package lacks $2"
 }
@@ -65,7 +67,8 @@ libdir='\./usr/lib/[a-z0-9_]+-linux-gnu[a-z0-9_]*'
 expect "$work/runtime.list" "^$libdir/libuvtw\.so\.$major\$"
 expect "$work/runtime.list" "^$libdir/libuvtw\.so\.$version\$"
 [ "$(wc -l <"$work/runtime.list")" -eq 2 ] ||
-  fail "runtime package holds more than the library: $(cat "$work/runtime.list")"
+  fail "runtime package holds more than the library:" \
+       "$(cat "$work/runtime.list")"
 expect "$work/dev.list" '^\./usr/include/uvtw\.h$'
 expect "$work/dev.list" "^$libdir/libuvtw\.so\$"
 expect "$work/dev.list" "^$libdir/libuvtw\.a\$"
@@ -100,7 +103,16 @@ for dep in $(echo "$found" | tr -d ' ' | tr ',' '\n'); do
     fail "dpkg-shlibdeps wants $dep; Depends: $declared"
 done
 
-# 5. A consumer through pkg-config, linked to the unpacked library.
+# 5. apt would install both on this machine: their dependencies resolve.
+# A simulation, without apt's lock: it changes nothing.
+sim=$(apt-get install --simulate -o Debug::NoLocking=1 "$runtime" "$dev" \
+      2>&1) || fail "apt-get --simulate: $sim"
+for package in "libuvtw$major" libuvtw-dev; do
+  echo "$sim" | grep -qE "^Conf $package |^$package is already the newest" ||
+    fail "apt-get --simulate would not install $package: $sim"
+done
+
+# 6. A consumer through pkg-config, linked to the unpacked library.
 export PKG_CONFIG_PATH=$lib/pkgconfig
 [ "$(pkg-config --modversion uvtw)" = "$version" ] ||
   fail "uvtw.pc says version $(pkg-config --modversion uvtw)"
@@ -114,7 +126,7 @@ LD_LIBRARY_PATH=$lib ldd "$work/consumer-pc" |
   grep -qF "=> $lib/libuvtw.so.$major " ||
   fail "the consumer did not load the unpacked library"
 
-# 6. A consumer through find_package(uvtw), shared and static.
+# 7. A consumer through find_package(uvtw), shared and static.
 quiet "$work/consumer-configure.log" cmake -S "$src/test/consumer" \
   -B "$work/consumer" -DCMAKE_PREFIX_PATH="$root/usr"
 quiet "$work/consumer-build.log" cmake --build "$work/consumer"

@@ -49,6 +49,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
     "libuvtw${PROJECT_VERSION_MAJOR} (= ${uvtw_deb_version})"
     "libuv1-dev (>= 1.44)")
 list(JOIN CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", " CPACK_DEBIAN_DEV_PACKAGE_DEPENDS)
+# find_package(uvtw) finds Debian's libuv (which has no CMake package)
+# through pkg-config, as uvtw.pc users do.
+set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS pkg-config)
 set(CPACK_DEBIAN_DEV_DESCRIPTION
     "${uvtw_deb_about}
 This package contains the header, the static library, the CMake package

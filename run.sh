@@ -7,7 +7,8 @@
 #   ./run.sh test   installs what is missing, builds, and passes the whole
 #                   test suite: a release build, an ASan+UBSan build and a
 #                   TSan build, each under CTest, plus the fuzzer, valgrind,
-#                   the install test and a quick benchmark smoke run
+#                   the install, package and subproject tests (release
+#                   build only) and a quick benchmark smoke run
 #
 # Build trees go to ./build, ./build-asan and ./build-tsan.  JOBS sets the
 # parallelism (default: the number of cores).

@@ -58,8 +58,12 @@ extern "C" {
 typedef struct uvtw_wheel_s uvtw_wheel_t;
 typedef struct uvtw_timer_s uvtw_timer_t;
 
-/* Names a cross-thread task.  0 is never a valid id.  An id carries a
- * generation, so a stale id never names a later task. */
+/* Names one cross-thread task of one wheel.  0 is never a valid id.  Ids
+ * are never reused, in any wheel, for the life of the process: an id names
+ * exactly the task it was issued for, never a later task of the same wheel
+ * and never a task of another wheel (uvtw_cancel on any other wheel returns
+ * UV_ENOENT, also after the issuing wheel was closed and freed).  Treat it
+ * as opaque. */
 typedef uint64_t uvtw_id_t;
 
 typedef void (*uvtw_timer_cb)(uvtw_timer_t* timer);
@@ -256,7 +260,7 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory (or 2^32 task nodes in use);
+ *         UV_ENOMEM     out of memory (or 2^28 task nodes in use);
  *         UV_ECANCELED  the wheel is closing.
  * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
@@ -279,11 +283,13 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *         UV_EBUSY    a run is executing right now on another thread; no
  *                     further run will start after it, and the task ends
  *                     when that run returns (no final call).
- *         UV_ENOENT   id 0, an unknown id, or a task already cancelled or
- *                     ended (a one-shot that ran, a task given its final
- *                     call), or a one-shot cancelling itself from its own
- *                     callback (its run is its end).  Ids are never reused,
- *                     so a stale id never cancels another task.
+ *         UV_ENOENT   id 0, an unknown id, an id issued by another wheel
+ *                     (whatever its state, open, closing or freed), or a
+ *                     task already cancelled or ended (a one-shot that ran,
+ *                     a task given its final call), or a one-shot
+ *                     cancelling itself from its own callback (its run is
+ *                     its end).  Ids are never reused, so a stale or
+ *                     foreign id never cancels another task.
  *         UV_EINVAL   wheel is NULL.
  * Memory order: when it returns 0, the cancelling thread may free arg; no
  * access to it from the wheel follows.  After uvtw_wheel_close, a cancel

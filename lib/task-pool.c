@@ -8,26 +8,104 @@
  * carries an ABA tag, or take a never-used node by a bump index; only
  * allocating a new chunk takes a mutex.  The loop thread returns ended
  * nodes in batches: they collect on a private chain, which one CAS pushes
- * on the free list (uvtw__pool_flush). */
+ * on the free list (uvtw__pool_flush).
+ *
+ * Generations.  An id is (index, generation), and every wheel numbers its
+ * nodes from 0, so a generation counted per node would make the first task
+ * of every wheel id 1 << UVTW__GEN_BITS | 1.  Instead one process-wide
+ * counter per index hands out the generations of that index, to every
+ * wheel: no two uses of an index, in any wheel, ever carry the same
+ * generation, so an id names exactly one task of one wheel for the life of
+ * the process, and is UV_ENOENT on every other wheel.  The counters are not
+ * touched per task: a node reserves a block of generations at a time
+ * (GEN_FIRST on its first use, so that short-lived wheels waste few, then
+ * GEN_BLOCK), one atomic add on the shared counter per block.  With 36
+ * generation bits an index serves 2^36 uses in the process; then the nodes
+ * of that index are retired (never reused), and their wheels use fresh
+ * indices.  The counters live as long as the process, 8 bytes per index
+ * that any wheel has ever had, in chunks laid out like a pool's. */
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "task.h"
 
 
-uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index) {
-  uvtw__task_t* chunk;
+#define GEN_FIRST 64
+#define GEN_BLOCK 65536
+
+static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Chunk c: the counters of indices CHUNK0 * (2^c - 1) onwards. */
+static _Atomic uint64_t* _Atomic gen_chunks[UVTW__CHUNKS];
+
+
+static unsigned chunk_of(uint32_t index, uint64_t* offset) {
   uint64_t q;
   unsigned c;
 
   q = (uint64_t) index / UVTW__CHUNK0 + 1;
   c = 63 - __builtin_clzll(q);
+  *offset = index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1);
+  return c;
+}
+
+
+/* Makes sure the counters of chunk c exist (under the pool's grow_lock). */
+static int gen_chunk_ensure(unsigned c) {
+  _Atomic uint64_t* chunk;
+  int err;
+
+  err = 0;
+  pthread_mutex_lock(&gen_lock);
+  if (atomic_load_explicit(&gen_chunks[c], memory_order_relaxed) == NULL) {
+    chunk = calloc((size_t) UVTW__CHUNK0 << c, sizeof(*chunk));
+    if (chunk == NULL)
+      err = UV_ENOMEM;
+    else
+      atomic_store_explicit(&gen_chunks[c], chunk, memory_order_release);
+  }
+  pthread_mutex_unlock(&gen_lock);
+  return err;
+}
+
+
+/* Reserves n generations of the node's index: node->gen is the first,
+ * node->gen_end the end.  Returns non-zero if the index has used up its
+ * generations. */
+static int gen_reserve(uvtw__task_t* node, uint64_t n) {
+  _Atomic uint64_t* counter;
+  uint64_t offset;
+  uint64_t used;
+  unsigned c;
+
+  c = chunk_of(node->index, &offset);
+  /* Published before the pool's chunk that holds this node. */
+  counter = &atomic_load_explicit(&gen_chunks[c], memory_order_acquire)[offset];
+  /* The counter holds the generations handed out; generation 0 is never. */
+  used = atomic_load_explicit(counter, memory_order_relaxed);
+  if (used >= UVTW__GEN_MASK - n)
+    return 1;
+  used = atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+  if (used >= UVTW__GEN_MASK - n)
+    return 1; /* lost a race for the last block; the counter stays above */
+  node->gen = used + 1;
+  node->gen_end = used + 1 + n;
+  return 0;
+}
+
+
+uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index) {
+  uvtw__task_t* chunk;
+  uint64_t offset;
+  unsigned c;
+
+  c = chunk_of(index, &offset);
   if (c >= UVTW__CHUNKS)
     return NULL;
   chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
   if (chunk == NULL)
     return NULL;
-  return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
+  return &chunk[offset];
 }
 
 
@@ -90,6 +168,9 @@ static int grow(uvtw__pool_t* pool, uint64_t i) {
       err = UV_ENOMEM;
       break;
     }
+    err = gen_chunk_ensure(pool->nchunks);
+    if (err != 0)
+      break;
     chunk = calloc((size_t) UVTW__CHUNK0 << pool->nchunks, sizeof(*chunk));
     if (chunk == NULL) {
       err = UV_ENOMEM;
@@ -114,12 +195,14 @@ uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool) {
   node = free_pop(pool);
   if (node != NULL)
     return node;
-  i = atomic_fetch_add_explicit(&pool->bump, 1, memory_order_relaxed);
-  while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
-    if (grow(pool, i) != 0)
-      return NULL;
-  node = uvtw__pool_node_at(pool, (uint32_t) i);
-  node->index = (uint32_t) i;
+  do {
+    i = atomic_fetch_add_explicit(&pool->bump, 1, memory_order_relaxed);
+    while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
+      if (grow(pool, i) != 0)
+        return NULL;
+    node = uvtw__pool_node_at(pool, (uint32_t) i);
+    node->index = (uint32_t) i;
+  } while (gen_reserve(node, GEN_FIRST) != 0); /* a worn-out index: skip */
   return node;
 }
 
@@ -129,6 +212,9 @@ uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool) {
  * so that the loop does not fight the producers for the free list's cache
  * line once per task. */
 void uvtw__pool_release(uvtw__pool_t* pool, uvtw__task_t* node) {
+  node->gen++;
+  if (node->gen == node->gen_end && gen_reserve(node, GEN_BLOCK) != 0)
+    return; /* retired: its index has no generation left */
   atomic_store_explicit(&node->free_next,
                         pool->freed != NULL ? pool->freed->index + 1 : 0,
                         memory_order_relaxed);

@@ -13,15 +13,16 @@
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work and comes back in after_work.
  *
- * The state word.  Each node has one atomic word: generation << 32 |
+ * The state word.  Each node has one atomic word: generation << 16 |
  * IN_STACK | state.  Every transition that another thread could race with
  * is one CAS on it, so a cancel and an expiry (or close) racing for the
  * same task see exactly one winner, and a stale id, whose generation no
  * longer matches, changes nothing.  (Plain stores are used only where no
  * other thread can move the state: out of STOPPING, CLOSED and the ended
- * states, and to FREE.)  The generation grows each time the node is freed;
- * a node whose generation would wrap is retired instead of reused, so an
- * id is never reused at all.
+ * states, and to FREE.)  Each use of a node carries a new generation, one
+ * that no use of the same index in any wheel of the process carried before
+ * (task-pool.c), so an id is never reused, and names nothing on another
+ * wheel.
  *
  *   PENDING   waiting (in the stack, the wheel, or between pool runs)
  *   QUEUED    handed to uv_queue_work, not started
@@ -77,14 +78,15 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 #define STATE_MASK ((uint64_t) 0xff)
 #define IN_STACK ((uint64_t) 0x100)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
-#define GEN(word) ((uint32_t) ((word) >> 32))
+#define GEN_SHIFT 16
+#define GEN(word) ((word) >> GEN_SHIFT)
 #define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
 
 #define CLOSING ((uint64_t) 1 << 63) /* uvtw_wheel_close has begun */
 #define CLOSED ((uint64_t) 1 << 62)  /* close is done with the tasks */
 #define INFLIGHT ((uint64_t) 1 << 40) /* one call inside submit/cancel */
 #define INFLIGHT_MASK (CLOSED - INFLIGHT) /* 22 bits: 4M calls at once */
-#define LIVE_MASK (INFLIGHT - 1)          /* 40 bits; nodes are < 2^32 */
+#define LIVE_MASK (INFLIGHT - 1)          /* 40 bits; nodes are < 2^28 */
 
 /* Tasks one async callback files before yielding to the rest of the loop;
  * the remainder waits for the next iteration. */
@@ -102,16 +104,14 @@ static uvtw__task_t* task_of(uvtw_timer_t* timer) {
 }
 
 
-/* Loop thread: the node has ended; recycle it under a new generation. */
+/* Loop thread: the node has ended; the pool recycles it under a new
+ * generation (or retires it).  Its id stays the ended task's, so a late
+ * cancel finds it FREE: UV_ENOENT. */
 static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t word;
-  uint32_t gen;
 
   word = atomic_load_explicit(&node->state, memory_order_relaxed);
-  gen = GEN(word) + 1;
-  if (gen == 0)
-    return; /* retired: its ids stay unique forever */
-  atomic_store_explicit(&node->state, ((uint64_t) gen << 32) | T_FREE,
+  atomic_store_explicit(&node->state, WITH_STATE(word, T_FREE),
                         memory_order_release);
   uvtw__pool_release(&tasks->pool, node);
 }
@@ -151,7 +151,6 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   uvtw__task_t* node;
   uint64_t start_ms;
   uint64_t word;
-  uint32_t gen;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
@@ -188,15 +187,12 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->taken_in = 0;
   node->ran = 0;
   node->uv_cancel_asked = 0;
-  gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed));
-  if (gen == 0)
-    gen = 1; /* a node's first use */
   /* Published to the loop by the release CAS of queue_push. */
   atomic_store_explicit(&node->state,
-                        ((uint64_t) gen << 32) | IN_STACK | T_PENDING,
+                        node->gen << GEN_SHIFT | IN_STACK | T_PENDING,
                         memory_order_relaxed);
   if (id != NULL)
-    *id = ((uint64_t) node->index << 32) | gen;
+    *id = (uint64_t) node->index << UVTW__GEN_BITS | node->gen;
   queue_push(wheel, node);
   atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
   return 0;
@@ -205,7 +201,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 
 static int cancel_node(uvtw_wheel_t* wheel,
                        uvtw__task_t* node,
-                       uint32_t gen,
+                       uint64_t gen,
                        int* ended) {
   uint64_t word;
   uint64_t next;
@@ -256,13 +252,13 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
   uint64_t word;
-  uint32_t gen;
+  uint64_t gen;
   int ended;
   int err;
 
   if (wheel == NULL)
     return UV_EINVAL;
-  gen = (uint32_t) id;
+  gen = id & UVTW__GEN_MASK;
   if (gen == 0)
     return UV_ENOENT;
   tasks = &wheel->tasks;
@@ -276,7 +272,7 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
       &tasks->live_word, &word, word + INFLIGHT, memory_order_acquire,
       memory_order_relaxed));
   ended = 0;
-  node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> 32));
+  node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> UVTW__GEN_BITS));
   err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
   /* A successful cancel frees the task's place at once. */
   atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT + (ended ? 1 : 0),

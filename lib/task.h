@@ -18,7 +18,7 @@ typedef struct uvtw__task_s uvtw__task_t;
 struct uvtw__task_s {
   /* Filed in the wheel while the task waits; loop thread only. */
   uvtw_timer_t timer;
-  /* gen << 32 | IN_STACK | state (task.c); every contended transition is
+  /* gen << 16 | IN_STACK | state (task.c); every contended transition is
    * one CAS. */
   _Atomic uint64_t state;
   /* Link in the submission stack (producers push, the loop takes all). */
@@ -26,6 +26,10 @@ struct uvtw__task_s {
   /* Free-list link: index + 1 of the next free node, 0 at the end. */
   _Atomic uint32_t free_next;
   uint32_t index;
+  /* The generation of the node's current (or next) use, and the end of the
+   * block of generations reserved for its index (task-pool.c). */
+  uint64_t gen;
+  uint64_t gen_end;
   uint8_t location; /* loop thread only: wheel, pool, final list or none */
   uint8_t taken_in; /* loop thread only: counted in `accepted` once */
   uint8_t pool;   /* UVTW_THREADPOOL */

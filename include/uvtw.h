@@ -15,7 +15,9 @@
  *   - Times are milliseconds on the loop's clock, uv_now(loop).  Deadlines
  *     saturate at UINT64_MAX instead of overflowing.
  *   - "Loop thread" functions must be called on the thread that runs the
- *     wheel's loop, or while that loop is not running, by its owner.
+ *     wheel's loop, or while that loop is not running, by its owner: the
+ *     thread that created the wheel, which must be the one that runs the
+ *     loop.
  *     "Any thread" functions are safe from every thread at once, including
  *     from inside callbacks.
  *
@@ -257,6 +259,30 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * before uvtw_submit happens-before cb runs.  The task counts in
  * uvtw_wheel_pending and under max_tasks from the moment this returns 0
  * until it ends; a one-shot ends when its run returns.
+ *
+ * Liveness: a live task keeps the loop alive, as a uv_queue_work request
+ * does, so uv_run(UV_RUN_DEFAULT) does not return while it waits, runs or
+ * is owed its final call.  Precisely:
+ *   - submitted on the loop thread (from a callback, or by the thread that
+ *     created the wheel before it calls uv_run): the task holds the loop
+ *     from the moment uvtw_submit returns until it ends;
+ *   - submitted from another thread: the task holds the loop from the
+ *     moment the loop takes it in, which it does in the loop iteration
+ *     that follows the submit's wake-up.  So if the submit happens before
+ *     the last thing that keeps the loop running ends (a referenced handle,
+ *     a request, or a task: for example from a worker while the loop waits
+ *     on a timer or on another task, or from a threadpool task's own
+ *     callback), uv_run does not return before the task ends.
+ *   - What another thread cannot count on: if uv_run has already returned,
+ *     or returns while the submit is in progress, the task is accepted
+ *     (it counts in uvtw_wheel_pending) but nothing makes the owner run
+ *     the loop again, and a uv_run that finds nothing else alive returns at
+ *     once without taking the task in.  It runs once the loop next runs an
+ *     iteration for another reason.  A thread that needs its task to run
+ *     must therefore submit while the loop is held, by something the loop
+ *     thread started (such as a task of its own).
+ * A task ended by a cancel from another thread stops holding the loop when
+ * the loop next wakes up, which the cancel arranges.
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;

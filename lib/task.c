@@ -96,6 +96,10 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
  * its own callback. */
 static _Thread_local uvtw__task_t* current_task;
 
+/* Its address names the calling thread: the loop thread is the one whose
+ * token the wheel recorded at creation. */
+static _Thread_local char thread_token;
+
 static void task_fire(uvtw_timer_t* timer);
 
 
@@ -117,8 +121,33 @@ static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
+/* Liveness.  Live tasks keep the loop alive the way uv_queue_work requests
+ * do: the loop thread references the (otherwise unreferenced) async handle
+ * while any task is live, and drops the reference once none is.  Only the
+ * loop thread may call uv_ref, so a submit from the loop thread takes the
+ * reference itself, at once; a submit from another thread is taken in by
+ * the async callback, which then holds the loop.  A task that ends on
+ * another thread (a cancel, a pool run) always leads the loop back here:
+ * the cancel's notice or the run's after_work_cb. */
+static void hold_sync(uvtw_wheel_t* wheel) {
+  int want;
+
+  if (wheel->closing)
+    return; /* close holds the async handle until it closes it */
+  want = uvtw__tasks_live(wheel) != 0;
+  if (want == wheel->tasks.holds_loop)
+    return;
+  wheel->tasks.holds_loop = want;
+  if (want)
+    uv_ref((uv_handle_t*) &wheel->async);
+  else
+    uv_unref((uv_handle_t*) &wheel->async);
+}
+
+
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
   uvtw__pool_flush(&wheel->tasks.pool);
+  hold_sync(wheel);
 }
 
 
@@ -195,6 +224,10 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     *id = (uint64_t) node->index << UVTW__GEN_BITS | node->gen;
   queue_push(wheel, node);
   atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
+  if (tasks->loop_thread == &thread_token && !tasks->holds_loop) {
+    tasks->holds_loop = 1;
+    uv_ref((uv_handle_t*) &wheel->async);
+  }
   return 0;
 }
 
@@ -739,6 +772,7 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   tasks = &wheel->tasks;
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;
+  tasks->loop_thread = &thread_token;
   atomic_init(&tasks->live_word, 0);
   atomic_init(&tasks->queue, NULL);
   uvtw__list_init(&tasks->in_pool);

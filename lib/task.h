@@ -53,7 +53,13 @@ typedef struct uvtw__tasks_s {
   uvtw__task_t* _Atomic queue;
   uvtw__pool_t pool;
 
+  /* The thread that created the wheel, which is its loop thread: the
+   * address of that thread's `thread_token` (task.c).  Set before the
+   * wheel is shared, never written again. */
+  const char* loop_thread;
+
   /* Loop thread only. */
+  int holds_loop;          /* the async handle is referenced for tasks */
   uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
   int close_done;          /* close finished with the tasks */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
@@ -72,8 +78,9 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks);
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Live tasks (any thread). */
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
-/* Loop thread: puts the nodes released since the last call on the free
- * list, with one CAS.  Called after each batch of work. */
+/* Loop thread, after each batch of work: puts the nodes released since the
+ * last call on the free list, with one CAS, and makes the live tasks hold
+ * the loop (or stop holding it, once none is live). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 /* The uv_async_t callback: drains the submission stack in bounded batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);

@@ -37,8 +37,10 @@
  *                  keeps uv_run(UV_RUN_DEFAULT) running until it ends (by
  *                  its run, or by a cancel from another thread while the
  *                  loop sleeps in epoll for 1 h: uv_run returns soon); a
- *                  task still in the queue does not, and is drained by a
- *                  later run. */
+ *                  task submitted from another thread after uv_run
+ *                  returned does not (nothing wakes the owner: the rule in
+ *                  uvtw.h), and is drained by a later run.  Submits from
+ *                  the loop thread: test-task-liveness.c. */
 
 #include "task-harness.h"
 
@@ -749,8 +751,9 @@ static void liveness(void) {
     ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
   }
 
-  /* Still in the queue and nothing else to do: uv_run does not wait for
-   * it.  A later run with something to do drains it and runs it. */
+  /* Submitted from another thread while the loop is not running, and
+   * nothing else to do: uv_run does not wait for it.  A later run with
+   * something to do drains it and runs it. */
   lv_submit(&lv[4], 0, 0, 0);
   ASSERT_UEQ(1, uvtw_wheel_pending(wheel));
   t0 = hr_ms();

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* Cross-thread tasks keep the loop alive, as uv_queue_work requests do.
+ *
+ *   before_run     the owner submits a loop task with delay 0, one with
+ *                  delay 50 ms and a threadpool task, then calls
+ *                  uv_run(UV_RUN_DEFAULT) on a loop with nothing else:
+ *                  it returns only after all three ran.
+ *   from_callback  the same, submitted from a uv_timer_t callback on the
+ *                  loop thread (the timer ends before the tasks are due).
+ *   from_worker    a worker thread submits the three while the loop runs on
+ *                  a 100 ms uv_timer_t (whose callback joins the worker);
+ *                  the tasks are due 300 ms later, and uv_run returns only
+ *                  after all three ran.
+ *   run_once       `while (!done) uv_run(UV_RUN_ONCE)` around a 50 ms task
+ *                  sleeps in the loop instead of spinning: it takes a few
+ *                  iterations, not thousands.
+ *   cancelled      a task submitted and cancelled before uv_run holds
+ *                  nothing: uv_run returns at once, not in an hour; and a
+ *                  1 h task cancelled from a callback lets it return too. */
+
+#include "task-harness.h"
+
+static task_t lt[3];
+
+
+static int all_returned(void) {
+  int i;
+
+  for (i = 0; i < 3; i++)
+    if (atomic_load(&lt[i].returned) != 1)
+      return 0;
+  return 1;
+}
+
+
+/* Submits the three tasks of a case, on whatever thread calls it. */
+static void submit_three(uint64_t base_ms) {
+  int i;
+
+  for (i = 0; i < 3; i++)
+    task_init(&lt[i]);
+  submit(&lt[0], base_ms, 0, 0);
+  submit(&lt[1], base_ms + 50, 0, 0);
+  submit(&lt[2], base_ms, 0, UVTW_THREADPOOL);
+}
+
+
+/* uv_run(UV_RUN_DEFAULT) on a loop whose only work is the three tasks:
+ * returns only after all three ran, not before the 50 ms one is due. */
+static void run_and_check(uint64_t at_least_ms) {
+  uint64_t t0;
+
+  t0 = hr_ms();
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT(all_returned());
+  ASSERT_UGE(hr_ms() - t0, at_least_ms);
+  ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
+}
+
+
+static void before_run(void) {
+  setup(0);
+  submit_three(0);
+  ASSERT_UEQ(3, uvtw_wheel_pending(wheel));
+  run_and_check(50);
+  teardown();
+}
+
+
+static uv_timer_t cb_timer;
+
+
+static void submit_cb(uv_timer_t* timer) {
+  (void) timer;
+  submit_three(0);
+}
+
+
+static void from_callback(void) {
+  setup(0);
+  ASSERT_UV_OK(uv_timer_init(&loop, &cb_timer));
+  ASSERT_UV_OK(uv_timer_start(&cb_timer, submit_cb, 10, 0));
+  run_and_check(60);
+  uv_close((uv_handle_t*) &cb_timer, NULL);
+  teardown();
+}
+
+
+static uv_thread_t worker;
+
+
+static void worker_main(void* arg) {
+  (void) arg;
+  submit_three(300);
+}
+
+
+/* The timer's end is the last thing that keeps the loop alive but for the
+ * tasks; the join makes the worker's submits happen before it. */
+static void join_cb(uv_timer_t* timer) {
+  (void) timer;
+  ASSERT_UV_OK(uv_thread_join(&worker));
+}
+
+
+static void from_worker(void) {
+  setup(0);
+  ASSERT_UV_OK(uv_timer_init(&loop, &cb_timer));
+  ASSERT_UV_OK(uv_timer_start(&cb_timer, join_cb, 100, 0));
+  ASSERT_UV_OK(uv_thread_create(&worker, worker_main, NULL));
+  run_and_check(350);
+  uv_close((uv_handle_t*) &cb_timer, NULL);
+  teardown();
+}
+
+
+static void run_once(void) {
+  int iterations;
+
+  setup(0);
+  task_init(&lt[0]);
+  submit(&lt[0], 50, 0, 0);
+  iterations = 0;
+  while (atomic_load(&lt[0].returned) == 0) {
+    ASSERT_LT(iterations, 1000);
+    uv_run(&loop, UV_RUN_ONCE);
+    iterations++;
+  }
+  teardown();
+}
+
+
+static uv_timer_t cancel_timer;
+
+
+static void cancel_cb(uv_timer_t* timer) {
+  (void) timer;
+  ASSERT_EQ(0, cancel(&lt[1]));
+}
+
+
+static void cancelled(void) {
+  uint64_t t0;
+
+  setup(0);
+  task_init(&lt[0]);
+  task_init(&lt[1]);
+  submit(&lt[0], 3600 * 1000, 0, 0);
+  ASSERT_EQ(0, cancel(&lt[0]));
+  t0 = hr_ms();
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_ULT(hr_ms() - t0, 10 * 1000);
+
+  submit(&lt[1], 3600 * 1000, 0, 0);
+  ASSERT_UV_OK(uv_timer_init(&loop, &cancel_timer));
+  ASSERT_UV_OK(uv_timer_start(&cancel_timer, cancel_cb, 20, 0));
+  t0 = hr_ms();
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_ULT(hr_ms() - t0, 10 * 1000);
+  ASSERT_EQ(0, atomic_load(&lt[0].runs));
+  ASSERT_EQ(0, atomic_load(&lt[1].runs));
+  ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
+  uv_close((uv_handle_t*) &cancel_timer, NULL);
+  teardown();
+}
+
+
+int main(void) {
+  before_run();
+  from_callback();
+  from_worker();
+  run_once();
+  cancelled();
+  return 0;
+}

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "task.h"
+#include "uvtw-assert.h"
 
 
 #define GEN_FIRST 64
@@ -136,7 +137,7 @@ static uvtw__task_t* free_pop(uvtw__pool_t* pool) {
   while ((uint32_t) head != 0) {
     node = uvtw__pool_node_at(pool, (uint32_t) head - 1);
     if (node == NULL)
-      abort(); /* cannot happen: a listed node's chunk is published */
+      UVTW__UNREACHABLE(); /* a listed node's chunk is published */
     /* The ABA tag in the high half makes this CAS fail if the node was
      * popped and pushed again since `head` was read. */
     next = (((head >> 32) + 1) << 32) |
@@ -212,6 +213,7 @@ uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool) {
  * so that the loop does not fight the producers for the free list's cache
  * line once per task. */
 void uvtw__pool_release(uvtw__pool_t* pool, uvtw__task_t* node) {
+  UVTW__ASSERT(node->gen < node->gen_end);
   node->gen++;
   if (node->gen == node->gen_end && gen_reserve(node, GEN_BLOCK) != 0)
     return; /* retired: its index has no generation left */

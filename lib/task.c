@@ -17,9 +17,10 @@
  * IN_STACK | state.  Every transition that another thread could race with
  * is one CAS on it, so a cancel and an expiry (or close) racing for the
  * same task see exactly one winner, and a stale id, whose generation no
- * longer matches, changes nothing.  (Plain stores are used only where no
- * other thread can move the state: out of STOPPING, CLOSED and the ended
- * states, and to FREE.)  Each use of a node carries a new generation, one
+ * longer matches, changes nothing.  Every move of a live task goes through
+ * move(), which checks it against the diagram; plain stores only take a
+ * free node to PENDING (submit) and an ended one to FREE (release_node),
+ * when no other thread can move its state.  Each use of a node carries a new generation, one
  * that no use of the same index in any wheel of the process carried before
  * (task-pool.c), so an id is never reused, and names nothing on another
  * wheel.
@@ -61,6 +62,7 @@
 #include <string.h>
 
 #include "driver.h"
+#include "uvtw-assert.h"
 
 enum {
   T_FREE,
@@ -81,6 +83,22 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)
 #define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
+#define S(st) (1u << (st)) /* a set of states */
+
+/* The moves of the diagram above, as the states each state may move to;
+ * move() checks every move against it.  (FREE -> PENDING is submit's plain
+ * store, CANCELLED/DONE -> FREE release_node's.) */
+static const unsigned legal_moves[] = {
+    [T_FREE] = 0,
+    [T_PENDING] = S(T_QUEUED) | S(T_RUNNING) | S(T_CANCELLED) | S(T_CLOSED),
+    [T_QUEUED] = S(T_RUNNING) | S(T_CANCELLED) | S(T_CLOSED),
+    [T_RUNNING] = S(T_PENDING) | S(T_STOPPING) | S(T_CANCELLED) | S(T_DONE) |
+                  S(T_CLOSED),
+    [T_STOPPING] = S(T_DONE),
+    [T_CANCELLED] = 0,
+    [T_DONE] = 0,
+    [T_CLOSED] = S(T_DONE),
+};
 
 #define CLOSING ((uint64_t) 1 << 63) /* uvtw_wheel_close has begun */
 #define CLOSED ((uint64_t) 1 << 62)  /* close is done with the tasks */
@@ -108,6 +126,37 @@ static uvtw__task_t* task_of(uvtw_timer_t* timer) {
 }
 
 
+/* Every state move of a live task goes through here: if the node's state
+ * is one of `from` (a set of S() bits), and its generation is `gen` (0:
+ * any), one CAS moves it to `to` and sets the flag bits `set`; the CAS is
+ * retried for as long as only a concurrent change of flag bits, or a move
+ * within `from`, made it fail.  Returns non-zero if it moved.  *seen gets
+ * the word the move started from, or the word that stopped it. */
+static int move(uvtw__task_t* node,
+                unsigned from,
+                unsigned to,
+                uint64_t set,
+                uint64_t gen,
+                uint64_t* seen) {
+  uint64_t word;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (!(from & S(STATE(word))) || (gen != 0 && GEN(word) != gen)) {
+      *seen = word;
+      return 0;
+    }
+    UVTW__ASSERT(legal_moves[STATE(word)] & S(to));
+    if (atomic_compare_exchange_weak_explicit(
+            &node->state, &word, WITH_STATE(word, to) | set,
+            memory_order_acq_rel, memory_order_acquire)) {
+      *seen = word;
+      return 1;
+    }
+  }
+}
+
+
 /* Loop thread: the node has ended; the pool recycles it under a new
  * generation (or retires it).  Its id stays the ended task's, so a late
  * cancel finds it FREE: UV_ENOENT. */
@@ -115,6 +164,8 @@ static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t word;
 
   word = atomic_load_explicit(&node->state, memory_order_relaxed);
+  UVTW__ASSERT(STATE(word) == T_CANCELLED || STATE(word) == T_DONE);
+  UVTW__ASSERT(!(word & IN_STACK) && node->location == AT_NONE);
   atomic_store_explicit(&node->state, WITH_STATE(word, T_FREE),
                         memory_order_release);
   uvtw__pool_release(&tasks->pool, node);
@@ -216,6 +267,9 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->taken_in = 0;
   node->ran = 0;
   node->uv_cancel_asked = 0;
+  UVTW__ASSERT(STATE(atomic_load_explicit(&node->state,
+                                          memory_order_relaxed)) == T_FREE);
+  UVTW__ASSERT(node->gen != 0 && node->gen < node->gen_end);
   /* Published to the loop by the release CAS of queue_push. */
   atomic_store_explicit(&node->state,
                         node->gen << GEN_SHIFT | IN_STACK | T_PENDING,
@@ -237,46 +291,31 @@ static int cancel_node(uvtw_wheel_t* wheel,
                        uint64_t gen,
                        int* ended) {
   uint64_t word;
-  uint64_t next;
 
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
   for (;;) {
-    if (GEN(word) != gen)
-      return UV_ENOENT;
-    switch (STATE(word)) {
-    case T_PENDING:
-    case T_QUEUED:
-      next = WITH_STATE(word, T_CANCELLED) | IN_STACK;
-      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
-                                                 memory_order_acq_rel,
-                                                 memory_order_acquire))
-        continue;
+    /* Waiting: cancelled.  Marked IN_STACK, so that it is pushed (as a
+     * notice that unlinks its timer promptly) only if it is not there. */
+    if (move(node, S(T_PENDING) | S(T_QUEUED), T_CANCELLED, IN_STACK, gen,
+             &word)) {
       if (!(word & IN_STACK))
-        queue_push(wheel, node); /* a notice: unlink it promptly */
+        queue_push(wheel, node);
       *ended = 1;
       return 0;
-    case T_RUNNING:
-      if (node == current_task) {
-        /* A one-shot's run is its end; a repeating task stops here. */
-        if (node->repeat_ms == 0)
-          return UV_ENOENT;
-        next = WITH_STATE(word, T_CANCELLED);
-        if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
-                                                   memory_order_acq_rel,
-                                                   memory_order_acquire))
-          continue;
+    }
+    if (GEN(word) != gen || STATE(word) != T_RUNNING)
+      return UV_ENOENT;
+    if (node == current_task) {
+      /* A one-shot's run is its end; a repeating task stops here. */
+      if (node->repeat_ms == 0)
+        return UV_ENOENT;
+      if (move(node, S(T_RUNNING), T_CANCELLED, 0, gen, &word)) {
         *ended = 1;
         return 0;
       }
-      next = WITH_STATE(word, T_STOPPING);
-      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
-                                                 memory_order_acq_rel,
-                                                 memory_order_acquire))
-        continue;
+    } else if (move(node, S(T_RUNNING), T_STOPPING, 0, gen, &word)) {
       return UV_EBUSY;
-    default:
-      return UV_ENOENT;
     }
+    /* The run ended in between: look again. */
   }
 }
 
@@ -361,16 +400,12 @@ static int queue_final_call(uvtw_wheel_t* wheel,
                             unsigned from) {
   uint64_t word;
 
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  while (STATE(word) == from)
-    if (atomic_compare_exchange_weak_explicit(
-            &node->state, &word, WITH_STATE(word, T_CLOSED),
-            memory_order_acq_rel, memory_order_acquire)) {
-      node->location = AT_FINAL_LIST;
-      uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
-      return 1;
-    }
-  return 0;
+  UVTW__ASSERT(node->location == AT_NONE);
+  if (!move(node, S(from), T_CLOSED, 0, 0, &word))
+    return 0;
+  node->location = AT_FINAL_LIST;
+  uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
+  return 1;
 }
 
 
@@ -466,22 +501,18 @@ static void task_fire(uvtw_timer_t* timer) {
   uvtw__task_t* node;
   uvtw__task_t* outer;
   uint64_t word;
+  unsigned next;
 
   node = task_of(timer);
   wheel = timer->wheel_;
   wheel->tasks.fires++;
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    if (STATE(word) != T_PENDING) {
-      /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
-      uvtw__core_stop(&wheel->core, timer);
-      return;
-    }
-    if (atomic_compare_exchange_weak_explicit(
-            &node->state, &word,
-            WITH_STATE(word, node->pool ? T_QUEUED : T_RUNNING),
-            memory_order_acq_rel, memory_order_acquire))
-      break;
+  UVTW__ASSERT(node->location == AT_WHEEL);
+  if (!move(node, S(T_PENDING), node->pool ? T_QUEUED : T_RUNNING, 0, 0,
+            &word)) {
+    /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
+    UVTW__ASSERT(STATE(word) == T_CANCELLED);
+    uvtw__core_stop(&wheel->core, timer);
+    return;
   }
 
   if (node->pool) {
@@ -499,58 +530,32 @@ static void task_fire(uvtw_timer_t* timer) {
   current_task = outer;
   wheel->tasks.run++;
 
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    switch (STATE(word)) {
-    case T_RUNNING:
-      if (node->repeat_ms != 0 && !wheel->closing) {
-        /* The wheel re-filed the timer before the run, from the dispatch
-         * time; it just waits again. */
-        if (atomic_compare_exchange_weak_explicit(
-                &node->state, &word, WITH_STATE(word, T_PENDING),
-                memory_order_acq_rel, memory_order_acquire))
-          return;
-        continue;
-      }
-      if (node->repeat_ms != 0) {
-        /* Closed by its own callback: the final call comes after it. */
-        if (atomic_compare_exchange_weak_explicit(
-                &node->state, &word, WITH_STATE(word, T_CLOSED),
-                memory_order_acq_rel, memory_order_acquire)) {
-          unfile(wheel, node);
-          node->location = AT_FINAL_LIST;
-          uvtw__list_append(&wheel->tasks.final, &timer->link_);
-          return;
-        }
-        continue;
-      }
-      if (atomic_compare_exchange_weak_explicit(
-              &node->state, &word, WITH_STATE(word, T_DONE),
-              memory_order_acq_rel, memory_order_acquire)) {
-        end_live(&wheel->tasks);
-        unfile(wheel, node);
-        release_if_idle(wheel, node);
-        return;
-      }
-      continue;
-    case T_STOPPING:
-      /* A cancel returned EBUSY during the run: this run was the last. */
-      if (atomic_compare_exchange_weak_explicit(
-              &node->state, &word, WITH_STATE(word, T_DONE),
-              memory_order_acq_rel, memory_order_acquire)) {
-        wheel->tasks.cancelled++;
-        end_live(&wheel->tasks);
-        unfile(wheel, node);
-        release_if_idle(wheel, node);
-        return;
-      }
-      continue;
-    default: /* T_CANCELLED by its own callback */
-      unfile(wheel, node);
-      release_if_idle(wheel, node);
+  /* A one-shot's run is its end.  A repeating task was re-filed by the
+   * wheel before the run, from the dispatch time, and just waits again;
+   * unless its own callback closed the wheel: its final call follows. */
+  next = node->repeat_ms == 0 ? T_DONE : wheel->closing ? T_CLOSED : T_PENDING;
+  if (move(node, S(T_RUNNING), next, 0, 0, &word)) {
+    if (next == T_PENDING)
+      return;
+    unfile(wheel, node);
+    if (next == T_CLOSED) {
+      node->location = AT_FINAL_LIST;
+      uvtw__list_append(&wheel->tasks.final, &timer->link_);
       return;
     }
+    end_live(&wheel->tasks);
+    release_if_idle(wheel, node);
+    return;
   }
+  if (move(node, S(T_STOPPING), T_DONE, 0, 0, &word)) {
+    /* A cancel returned EBUSY during the run: this run was the last. */
+    wheel->tasks.cancelled++;
+    end_live(&wheel->tasks);
+  } else if (STATE(word) != T_CANCELLED) { /* by its own callback */
+    UVTW__UNREACHABLE();
+  }
+  unfile(wheel, node);
+  release_if_idle(wheel, node);
 }
 
 
@@ -561,13 +566,8 @@ static void work_cb(uv_work_t* req) {
   unsigned next;
 
   node = uvtw__container_of(req, uvtw__task_t, work);
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  do
-    if (STATE(word) != T_QUEUED)
-      return; /* cancelled before it started */
-  while (!atomic_compare_exchange_weak_explicit(
-      &node->state, &word, WITH_STATE(word, T_RUNNING), memory_order_acq_rel,
-      memory_order_acquire));
+  if (!move(node, S(T_QUEUED), T_RUNNING, 0, 0, &word))
+    return; /* cancelled or closed before it started */
 
   outer = current_task;
   current_task = node;
@@ -578,18 +578,11 @@ static void work_cb(uv_work_t* req) {
   /* A repeating task waits (PENDING) for after_work to re-file it; a
    * cancel from now on wins at once.  STOPPING and CANCELLED stay. */
   next = node->repeat_ms != 0 ? T_PENDING : T_DONE;
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  while (STATE(word) == T_RUNNING)
-    if (atomic_compare_exchange_weak_explicit(
-            &node->state, &word, WITH_STATE(word, next),
-            memory_order_acq_rel, memory_order_acquire)) {
-      /* A one-shot ends by its run: its place is free now, not when the
-       * loop gets to after_work_cb.  Close waits for after_work_cb, so the
-       * wheel is alive. */
-      if (next == T_DONE)
-        end_live(&node->timer.wheel_->tasks);
-      break;
-    }
+  /* A one-shot ends by its run: its place is free now, not when the loop
+   * gets to after_work_cb.  Close waits for after_work_cb, so the wheel is
+   * alive. */
+  if (move(node, S(T_RUNNING), next, 0, 0, &word) && next == T_DONE)
+    end_live(&node->timer.wheel_->tasks);
 }
 
 
@@ -604,6 +597,7 @@ static void after_work_cb(uv_work_t* req, int status) {
 
   node = uvtw__container_of(req, uvtw__task_t, work);
   wheel = node->timer.wheel_;
+  UVTW__ASSERT(node->location == AT_POOL);
   uvtw__list_remove(&node->timer.link_);
   node->location = AT_NONE;
 
@@ -625,9 +619,10 @@ static void after_work_cb(uv_work_t* req, int status) {
     release_if_idle(wheel, node);
     break;
   case T_STOPPING:
+    /* No other thread moves a STOPPING task. */
+    if (!move(node, S(T_STOPPING), T_DONE, 0, 0, &word))
+      UVTW__UNREACHABLE();
     wheel->tasks.cancelled++;
-    atomic_store_explicit(&node->state, WITH_STATE(word, T_DONE),
-                          memory_order_relaxed);
     end_live(&wheel->tasks);
     release_if_idle(wheel, node);
     break;
@@ -643,9 +638,11 @@ static void after_work_cb(uv_work_t* req, int status) {
     file_task(wheel, node);
     uvtw__driver_sync_ref(wheel);
     break;
-  default: /* T_CANCELLED */
+  case T_CANCELLED:
     release_if_idle(wheel, node);
     break;
+  default: /* QUEUED and RUNNING end in work_cb; CLOSED and FREE here */
+    UVTW__UNREACHABLE();
   }
   uvtw__tasks_flush(wheel);
   if (wheel->closing)
@@ -687,20 +684,20 @@ void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
 
 static void run_finals(uvtw_wheel_t* wheel) {
   uvtw__task_t* node;
+  uint64_t word;
 
   while (!uvtw__list_empty(&wheel->tasks.final)) {
     node = task_of(uvtw__container_of(wheel->tasks.final.next, uvtw_timer_t,
                                       link_));
+    UVTW__ASSERT(node->location == AT_FINAL_LIST);
     uvtw__list_remove(&node->timer.link_);
     node->location = AT_NONE;
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
     end_live(&wheel->tasks);
-    atomic_store_explicit(
-        &node->state,
-        WITH_STATE(atomic_load_explicit(&node->state, memory_order_relaxed),
-                   T_DONE),
-        memory_order_relaxed);
+    /* No other thread moves a CLOSED task. */
+    if (!move(node, S(T_CLOSED), T_DONE, 0, 0, &word))
+      UVTW__UNREACHABLE();
     release_if_idle(wheel, node);
   }
   uvtw__tasks_flush(wheel);

@@ -132,9 +132,8 @@ UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
  * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or above 1000;
  *         UV_ENOMEM  out of memory;
  *         or an error from uv_timer_init/uv_async_init/uv_prepare_init.
- * On error *out is untouched.  Only if uv_async_init fails are two handles
- * already open; they close, and their memory is freed, when the loop runs
- * next. */
+ * On error *out is untouched and nothing is left behind: no handle is
+ * open on the loop and no memory is held. */
 UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
                                const uvtw_options_t* opts,
                                uvtw_wheel_t** out);

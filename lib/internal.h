@@ -30,6 +30,14 @@
 #include "uvtw.h"
 #include "core.h"
 
+/* Where the wheel is in its close; wheel.c owns close and lists its steps.
+ * OPEN is 0, so `if (wheel->closing)` asks "has close begun?". */
+typedef enum {
+  UVTW__OPEN = 0,
+  UVTW__CLOSING_TASKS,  /* uvtw_wheel_close ran: the tasks are ending */
+  UVTW__CLOSING_HANDLES /* no task left: the three handles are closing */
+} uvtw__close_state_t;
+
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
@@ -45,15 +53,17 @@ struct uvtw_wheel_s {
   uint64_t armed_tick; /* the driver's wake-up tick; UINT64_MAX if stopped */
   int driver_ref;      /* uv_ref state of the driver */
   int in_pass;         /* inside the driver callback */
-  int closing;
-  int open_handles;    /* handles not yet closed, during close */
+  uvtw__close_state_t closing;
+  int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
   uint64_t driver_wakeups;
   uint64_t fired;
   uvtw__tasks_t tasks;
 };
 
-/* Starts the handles' closing once close has finished with the tasks. */
-void uvtw__wheel_close_handles(uvtw_wheel_t* wheel);
+/* Loop thread, while closing: takes close as far as it can go now (step 2
+ * of the list in wheel.c).  Called on every async callback and whenever a
+ * threadpool run comes back. */
+void uvtw__wheel_close_continue(uvtw_wheel_t* wheel);
 
 #endif /* UVTW_INTERNAL_H */

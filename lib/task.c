@@ -586,9 +586,6 @@ static void work_cb(uv_work_t* req) {
 }
 
 
-static void close_step(uvtw_wheel_t* wheel);
-
-
 static void after_work_cb(uv_work_t* req, int status) {
   uvtw__task_t* node;
   uvtw_wheel_t* wheel;
@@ -607,7 +604,7 @@ static void after_work_cb(uv_work_t* req, int status) {
     if (!queue_final_call(wheel, node, T_QUEUED))
       release_if_idle(wheel, node);
     uvtw__tasks_flush(wheel);
-    close_step(wheel);
+    uvtw__wheel_close_continue(wheel);
     return;
   }
   if (node->ran) {
@@ -646,7 +643,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   }
   uvtw__tasks_flush(wheel);
   if (wheel->closing)
-    close_step(wheel);
+    uvtw__wheel_close_continue(wheel);
 }
 
 
@@ -704,15 +701,14 @@ static void run_finals(uvtw_wheel_t* wheel) {
 }
 
 
-static void close_step(uvtw_wheel_t* wheel) {
+int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
   struct uvtw__link* link;
   uvtw__task_t* node;
   uint64_t word;
 
   tasks = &wheel->tasks;
-  if (wheel->closing != 1 || tasks->close_done)
-    return;
+  UVTW__ASSERT(wheel->closing == UVTW__CLOSING_TASKS);
   do {
     while (drain(wheel, SIZE_MAX))
       ;
@@ -727,21 +723,20 @@ static void close_step(uvtw_wheel_t* wheel) {
     uv_cancel((uv_req_t*) &node->work);
   }
   if (!uvtw__list_empty(&tasks->in_pool))
-    return; /* after_work_cb calls again */
+    return 0; /* after_work_cb calls again */
   word = atomic_load_explicit(&tasks->live_word, memory_order_acquire);
   do {
     if ((word & (INFLIGHT_MASK | LIVE_MASK)) != 0) {
       /* A submit or cancel is inside the wheel, or its task is still on
        * the way to the stack: look again next iteration. */
       uv_async_send(&wheel->async);
-      return;
+      return 0;
     }
   } while (!atomic_compare_exchange_weak_explicit(
       &tasks->live_word, &word, word | CLOSED, memory_order_acq_rel,
       memory_order_acquire));
   /* No task is live and no call can enter any more. */
-  tasks->close_done = 1;
-  uvtw__wheel_close_handles(wheel);
+  return 1;
 }
 
 
@@ -751,7 +746,7 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
   wheel = async->data;
   wheel->tasks.async_wakeups++;
   if (wheel->closing) {
-    close_step(wheel);
+    uvtw__wheel_close_continue(wheel);
     return;
   }
   /* A flood of submissions cannot starve the loop: after a batch, signal

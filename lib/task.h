@@ -61,7 +61,6 @@ typedef struct uvtw__tasks_s {
   /* Loop thread only. */
   int holds_loop;          /* the async handle is referenced for tasks */
   uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
-  int close_done;          /* close finished with the tasks */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
   uint64_t accepted;
@@ -84,8 +83,13 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 /* The uv_async_t callback: drains the submission stack in bounded batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);
-/* Close: called once by uvtw_wheel_close, before the core is cleared, to
- * take the task timers out of the wheel. */
+/* Close, step 1 (wheel.c): called once by uvtw_wheel_close, before the
+ * core is cleared: refuses submits, takes the task timers out of the wheel
+ * and queues their final calls. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
+/* Close, step 2: drains, makes the final calls, cancels queued pool work.
+ * Returns non-zero once no task is live and no call can enter the wheel
+ * any more; until then it has arranged to be called again. */
+int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
 
 #endif /* UVTW_TASK_H */

@@ -1,11 +1,33 @@
 /* SPDX-License-Identifier: MIT */
 /* The wheel on a libuv loop: the public object's lifecycle (new, close),
  * walk, stats and pending.  The driver uv_timer_t that runs the core is in
- * driver.c. */
+ * driver.c.
+ *
+ * Close is owned here (wheel->closing); task.c does the task steps.  In
+ * this order:
+ *   1. uvtw_wheel_close (loop thread): OPEN -> CLOSING_TASKS.
+ *      uvtw__tasks_close_begin refuses submits from now on (UV_ECANCELED),
+ *      takes every task timer out of the core and queues each waiting
+ *      task's final call.  The core is cleared, so every user timer is
+ *      inactive; the driver and the prepare handle stop.  The async handle
+ *      is referenced and signalled: the rest runs from the loop, outside
+ *      the caller's stack, and the loop keeps running until close is done.
+ *   2. On every async callback, and whenever a threadpool run comes back
+ *      (uvtw__wheel_close_continue): uvtw__tasks_close_step drains the
+ *      submission stack, makes the final calls, uv_cancels queued pool
+ *      work, and reports done only when no task is live and no submit or
+ *      cancel is inside the wheel; it then sets CLOSED, so no call enters
+ *      any more.  Until then it signals the async handle again, or waits
+ *      for the pool's after_work_cb.
+ *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
+ *      handles close.
+ *   4. The last of their close callbacks frees the task pool, calls the
+ *      user's close callback, and frees the wheel. */
 
 #include <stdlib.h>
 
 #include "driver.h"
+#include "uvtw-assert.h"
 
 
 void uvtw_options_init(uvtw_options_t* opts) {
@@ -43,8 +65,8 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->armed_tick = UINT64_MAX;
   wheel->driver_ref = 1;
   wheel->in_pass = 0;
-  wheel->closing = 0;
-  wheel->open_handles = 0;
+  wheel->closing = UVTW__OPEN;
+  wheel->handles_closing = 0;
   wheel->close_cb = NULL;
   wheel->driver_wakeups = 0;
   wheel->fired = 0;
@@ -54,22 +76,19 @@ int uvtw_wheel_new(uv_loop_t* loop,
     free(wheel);
     return err;
   }
-  /* uv_timer_init and uv_prepare_init cannot fail on unix; uv_async_init
-   * can (no eventfd), so it comes last, and its failure closes the other
-   * two handles, whose close callbacks free the wheel. */
-  uv_timer_init(loop, &wheel->driver);
-  uv_prepare_init(loop, &wheel->rearm);
+  /* uv_async_init is the one that can fail (no eventfd), so it comes first:
+   * a failure leaves no handle to close.  The other two cannot fail on
+   * unix. */
   err = uv_async_init(loop, &wheel->async, uvtw__tasks_async_cb);
   if (err != 0) {
-    wheel->open_handles = 2;
-    wheel->driver.data = wheel;
-    wheel->rearm.data = wheel;
     uvtw__tasks_destroy(wheel);
-    wheel->close_cb = NULL;
-    wheel->closing = 2; /* no callback, just free */
-    uvtw__wheel_close_handles(wheel);
+    free(wheel);
     return err;
   }
+  err = uv_timer_init(loop, &wheel->driver);
+  UVTW__ASSERT(err == 0);
+  err = uv_prepare_init(loop, &wheel->rearm);
+  UVTW__ASSERT(err == 0);
   wheel->driver.data = wheel;
   wheel->rearm.data = wheel;
   wheel->async.data = wheel;
@@ -86,31 +105,37 @@ static void handle_closed(uv_handle_t* handle) {
   uvtw_wheel_t* wheel;
 
   wheel = handle->data;
-  if (--wheel->open_handles != 0)
+  UVTW__ASSERT(wheel->closing == UVTW__CLOSING_HANDLES);
+  UVTW__ASSERT(wheel->handles_closing > 0);
+  if (--wheel->handles_closing != 0)
     return;
-  if (wheel->closing == 1) {
-    uvtw__tasks_destroy(wheel);
-    if (wheel->close_cb != NULL)
-      wheel->close_cb(wheel);
-  }
+  /* Step 4. */
+  uvtw__tasks_destroy(wheel);
+  if (wheel->close_cb != NULL)
+    wheel->close_cb(wheel);
   free(wheel);
 }
 
 
-void uvtw__wheel_close_handles(uvtw_wheel_t* wheel) {
-  if (wheel->open_handles == 3)
-    uv_close((uv_handle_t*) &wheel->async, handle_closed);
+void uvtw__wheel_close_continue(uvtw_wheel_t* wheel) {
+  /* Step 2, and when it is done, step 3. */
+  if (wheel->closing != UVTW__CLOSING_TASKS ||
+      !uvtw__tasks_close_step(wheel))
+    return;
+  wheel->closing = UVTW__CLOSING_HANDLES;
+  wheel->handles_closing = 3;
+  uv_close((uv_handle_t*) &wheel->async, handle_closed);
   uv_close((uv_handle_t*) &wheel->driver, handle_closed);
   uv_close((uv_handle_t*) &wheel->rearm, handle_closed);
 }
 
 
 int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
-  if (wheel == NULL || wheel->closing)
+  if (wheel == NULL || wheel->closing != UVTW__OPEN)
     return UV_EINVAL;
-  wheel->closing = 1;
+  /* Step 1. */
+  wheel->closing = UVTW__CLOSING_TASKS;
   wheel->close_cb = cb;
-  wheel->open_handles = 3;
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
   uvtw__driver_disarm(wheel);

@@ -3,6 +3,11 @@
  *
  * 1, 2 and 4 producer threads submit one-shot tasks (delays U[1 s, 60 s])
  * while the loop thread drains them.  uvtw: uvtw_submit (and uvtw_cancel).
+ *   submit         every task stays live: memory grows with the run.
+ *   submit-cancel  each submit is cancelled at once by its producer.
+ *   submit-steady  each producer keeps STEADY_K tasks live: every op
+ *                  submits one and cancels the producer's oldest, as
+ *                  worker threads tracking RPC deadlines do.
  * Baseline: what a careful libuv user writes (see base_q_t below): a
  * mutex-protected list, uv_async_send, and uv_timer_start on the loop.
  *
@@ -27,6 +32,11 @@
 #define DELAY_MASK ((1u << DELAY_BITS) - 1)
 #define CHECK_EVERY 256 /* ops between two looks at the clock */
 #define BASE_CHUNK 4096 /* baseline nodes allocated at once */
+#define STEADY_K 1000   /* live tasks per producer in submit-steady */
+
+enum { MODE_SUBMIT, MODE_CANCEL, MODE_STEADY };
+static const char* const mode_names[] = {"submit", "submit-cancel",
+                                         "submit-steady"};
 
 
 /* ---------------------------------------------------------------------- */
@@ -316,11 +326,13 @@ typedef struct producer_s {
   uint64_t count;
   uint64_t end_ns;
   int err;
+  uvtw_id_t* ring;     /* submit-steady: the live tasks, oldest next */
+  base_id_t* base_ring;
 } producer_t;
 
 struct kctx_s {
   uv_loop_t loop;
-  int cancel; /* submit-cancel */
+  int cancel; /* MODE_* */
   int side;
   int producers;
   uint64_t cap;    /* tasks per producer and run */
@@ -364,7 +376,23 @@ static void producer_main(void* arg) {
   r = 0;
   uv_barrier_wait(&c->barrier);
   for (stop = 0; !stop && r == 0;) {
-    if (c->side == BENCH_SIDE_UVTW && !c->cancel) {
+    if (c->cancel == MODE_STEADY && c->side == BENCH_SIDE_UVTW) {
+      for (i = 0; i < CHECK_EVERY && r == 0; i++, k++) {
+        if (k >= STEADY_K)
+          r = uvtw_cancel(c->wheel, p->ring[k % STEADY_K]);
+        if (r == 0)
+          r = uvtw_submit(c->wheel, delay[k & DELAY_MASK], 0, 0, task_cb, c,
+                          &p->ring[k % STEADY_K]);
+      }
+    } else if (c->cancel == MODE_STEADY) {
+      for (i = 0; i < CHECK_EVERY && r == 0; i++, k++) {
+        if (k >= STEADY_K)
+          r = base_cancel(&c->base, p->base_ring[k % STEADY_K]);
+        if (r == 0)
+          r = base_submit(&c->base, delay[k & DELAY_MASK], task_cb, c,
+                          &p->base_ring[k % STEADY_K]);
+      }
+    } else if (c->side == BENCH_SIDE_UVTW && !c->cancel) {
       for (i = 0; i < CHECK_EVERY && r == 0; i++, k++)
         r = uvtw_submit(c->wheel, delay[k & DELAY_MASK], 0, 0, task_cb, c,
                         NULL);
@@ -525,6 +553,8 @@ static int run_tasks(void* arg, int side, bench_sample_t* out) {
   out->v[1] = total / ((prod_end - t0) / 1e9);
   out->v[2] = (drained - prod_end) / 1e6;
   out->v[3] = (double) total;
+  /* The whole process's minor faults (producers and loop) per task. */
+  out->v[4] = total == 0 ? 0 : (double) (ru1.ru_minflt - ru0.ru_minflt) / total;
   return 0;
 }
 
@@ -545,9 +575,10 @@ static int run_cell(const bench_cfg_t* cfg, int cancel, int producers) {
   c->cancel = cancel;
   c->producers = producers;
   c->span = cfg->quick ? 200 : 2000;
-  /* Caps live tasks (memory) on fast sides; submit-cancel keeps none. */
+  /* Caps live tasks (memory) on fast sides; submit-cancel keeps none,
+   * submit-steady STEADY_K per producer. */
   cap = cfg->ops ? cfg->ops : cfg->quick ? 2000000 : 10000000;
-  if (cancel)
+  if (cancel != MODE_SUBMIT)
     cap *= 4;
   c->cap = cap / (uint64_t) producers;
   uv_loop_init(&c->loop);
@@ -558,19 +589,24 @@ static int run_cell(const bench_cfg_t* cfg, int cancel, int producers) {
     bench_rng_seed(&rng, BENCH_SEED + 100 + (uint64_t) i);
     for (j = 0; j < (1 << DELAY_BITS); j++)
       c->delays[i][j] = (uint32_t) bench_rng_range(&rng, 1000, 60000);
+    c->prod[i].ring = calloc(STEADY_K, sizeof(uvtw_id_t));
+    c->prod[i].base_ring = calloc(STEADY_K, sizeof(base_id_t));
+    if (c->prod[i].ring == NULL || c->prod[i].base_ring == NULL)
+      abort();
   }
 
   memset(&cell, 0, sizeof(cell));
-  cell.scenario = cancel ? "submit-cancel" : "submit";
+  cell.scenario = mode_names[cancel];
   cell.n = (uint64_t) producers;
   cell.ops = c->cap * (uint64_t) producers;
   cell.base_name = "mutex_list_async_uv_timer";
   cell.direction = BENCH_HIGHER_IS_BETTER;
-  cell.nmetrics = 4;
+  cell.nmetrics = 5;
   cell.metric[0] = "per_s";
   cell.metric[1] = "submit_per_s";
   cell.metric[2] = "drain_ms";
   cell.metric[3] = "tasks";
+  cell.metric[4] = "faults_per_task";
   cell.is_int[0] = cell.is_int[1] = cell.is_int[3] = 1;
   cell.runs = bench_runs(cfg, 5);
   cell.run = run_tasks;
@@ -583,8 +619,11 @@ static int run_cell(const bench_cfg_t* cfg, int cancel, int producers) {
     bench_log("%s: uv_loop_close failed\n", cell.scenario);
     failed = 1;
   }
-  for (i = 0; i < producers; i++)
+  for (i = 0; i < producers; i++) {
     bench_free(c->delays[i], sizeof(uint32_t) << DELAY_BITS);
+    free(c->prod[i].ring);
+    free(c->prod[i].base_ring);
+  }
   free(c);
   return failed;
 }
@@ -597,8 +636,8 @@ int bench_tasks_main(const bench_cfg_t* cfg) {
   int i;
 
   failed = 0;
-  for (cancel = 0; cancel < 2; cancel++) {
-    if (!bench_selected(cfg, cancel ? "submit-cancel" : "submit"))
+  for (cancel = MODE_SUBMIT; cancel <= MODE_STEADY; cancel++) {
+    if (!bench_selected(cfg, mode_names[cancel]))
       continue;
     if (cfg->n != 0) {
       if (cfg->n > MAX_PRODUCERS) {

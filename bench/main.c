@@ -12,7 +12,8 @@
 static const char* const scenarios[] = {
     "insert",     "churn",       "idle",          "rpc",
     "expire-seq", "expire-rand", "memory",        "idle-wakeups",
-    "lateness",   "submit",      "submit-cancel", NULL};
+    "lateness",   "submit",      "submit-cancel", "submit-steady",
+    NULL};
 
 
 static void usage(FILE* f) {

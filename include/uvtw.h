@@ -253,8 +253,10 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * Any thread, also from inside any callback.  Lock-free: no mutex and no
  * allocation in steady state (a chunk of task nodes is allocated, under a
  * mutex, only when the pool is empty; the pool keeps its largest size until
- * the wheel is freed), and at most one uv_async_send per batch the loop has
- * not yet taken in.  Memory order: everything the calling thread wrote
+ * the wheel is freed; the loop thread allocates a threadpool request only
+ * when more UVTW_THREADPOOL tasks are queued or running at once than ever
+ * before), and at most one uv_async_send per batch the loop has not yet
+ * taken in.  Memory order: everything the calling thread wrote
  * before uvtw_submit happens-before cb runs.  The task counts in
  * uvtw_wheel_pending and under max_tasks from the moment this returns 0
  * until it ends; a one-shot ends when its run returns.

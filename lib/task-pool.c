@@ -159,6 +159,7 @@ static uvtw__task_t* free_pop(uvtw__pool_t* pool) {
 static int grow(uvtw__pool_t* pool, uint64_t i) {
   uvtw__task_t* chunk;
   uint64_t capacity;
+  void* mem;
   int err;
 
   err = 0;
@@ -172,11 +173,14 @@ static int grow(uvtw__pool_t* pool, uint64_t i) {
     err = gen_chunk_ensure(pool->nchunks);
     if (err != 0)
       break;
-    chunk = calloc((size_t) UVTW__CHUNK0 << pool->nchunks, sizeof(*chunk));
-    if (chunk == NULL) {
+    /* One spare node's worth, to start the chunk on a cache line. */
+    mem = calloc(((size_t) UVTW__CHUNK0 << pool->nchunks) + 1, sizeof(*chunk));
+    if (mem == NULL) {
       err = UV_ENOMEM;
       break;
     }
+    pool->chunk_mem[pool->nchunks] = mem;
+    chunk = (uvtw__task_t*) (((uintptr_t) mem + 63) & ~(uintptr_t) 63);
     atomic_store_explicit(&pool->chunks[pool->nchunks], chunk,
                           memory_order_release);
     capacity += (uint64_t) UVTW__CHUNK0 << pool->nchunks;
@@ -241,8 +245,10 @@ int uvtw__pool_init(uvtw__pool_t* pool) {
   atomic_init(&pool->free_head, 0);
   atomic_init(&pool->bump, 0);
   atomic_init(&pool->capacity, 0);
-  for (c = 0; c < UVTW__CHUNKS; c++)
+  for (c = 0; c < UVTW__CHUNKS; c++) {
     atomic_init(&pool->chunks[c], NULL);
+    pool->chunk_mem[c] = NULL;
+  }
   pool->nchunks = 0;
   pool->freed = NULL;
   pool->freed_last = NULL;
@@ -254,6 +260,6 @@ void uvtw__pool_destroy(uvtw__pool_t* pool) {
   unsigned c;
 
   for (c = 0; c < UVTW__CHUNKS; c++)
-    free(atomic_load_explicit(&pool->chunks[c], memory_order_relaxed));
+    free(pool->chunk_mem[c]);
   uv_mutex_destroy(&pool->grow_lock);
 }

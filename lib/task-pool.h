@@ -32,7 +32,8 @@ _Static_assert((uint64_t) UVTW__CHUNK0 * ((1u << UVTW__CHUNKS) - 1) <=
 typedef struct uvtw__pool_s {
   /* Free nodes: (ABA tag << 32) | (index + 1). */
   _Atomic uint64_t free_head;
-  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
+  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS]; /* 64-byte aligned */
+  void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned, under grow_lock */
   _Atomic uint64_t bump;     /* next never-used node index */
   _Atomic uint64_t capacity; /* nodes in the published chunks */
   uv_mutex_t grow_lock;      /* slow path only: allocating a chunk */

@@ -11,7 +11,8 @@
  *             and files each task's timer in the wheel, for the deadline
  *             "uv_hrtime at submit + delay".
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
- *             goes to uv_queue_work and comes back in after_work.
+ *             goes to uv_queue_work, with a request (uvtw__work_t) that it
+ *             holds only until after_work, and comes back in after_work.
  *
  * The state word.  Each node has one atomic word: generation << 16 |
  * IN_STACK | state.  Every transition that another thread could race with
@@ -79,6 +80,7 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 #define STATE_MASK ((uint64_t) 0xff)
 #define IN_STACK ((uint64_t) 0x100)
+#define POOL ((uint64_t) 0x200) /* UVTW_THREADPOOL; fixed for the task's life */
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)
@@ -166,6 +168,8 @@ static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   word = atomic_load_explicit(&node->state, memory_order_relaxed);
   UVTW__ASSERT(STATE(word) == T_CANCELLED || STATE(word) == T_DONE);
   UVTW__ASSERT(!(word & IN_STACK) && node->location == AT_NONE);
+  UVTW__ASSERT(node->work == NULL);
+  node->taken_in = 0; /* here, so that a submit writes only line 1 */
   atomic_store_explicit(&node->state, WITH_STATE(word, T_FREE),
                         memory_order_release);
   uvtw__pool_release(&tasks->pool, node);
@@ -262,17 +266,13 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->repeat_ms = repeat_ms;
   node->deadline_ms =
       start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
-  node->pool = (flags & UVTW_THREADPOOL) != 0;
-  node->location = AT_NONE;
-  node->taken_in = 0;
-  node->ran = 0;
-  node->uv_cancel_asked = 0;
   UVTW__ASSERT(STATE(atomic_load_explicit(&node->state,
                                           memory_order_relaxed)) == T_FREE);
   UVTW__ASSERT(node->gen != 0 && node->gen < node->gen_end);
   /* Published to the loop by the release CAS of queue_push. */
   atomic_store_explicit(&node->state,
-                        node->gen << GEN_SHIFT | IN_STACK | T_PENDING,
+                        node->gen << GEN_SHIFT | IN_STACK |
+                            (flags & UVTW_THREADPOOL ? POOL : 0) | T_PENDING,
                         memory_order_relaxed);
   if (id != NULL)
     *id = (uint64_t) node->index << UVTW__GEN_BITS | node->gen;
@@ -409,6 +409,40 @@ static int queue_final_call(uvtw_wheel_t* wheel,
 }
 
 
+static int is_pool(uvtw__task_t* node) {
+  return (atomic_load_explicit(&node->state, memory_order_relaxed) & POOL) !=
+         0;
+}
+
+
+/* Loop thread: a threadpool request for the node, recycled or new; NULL
+ * when out of memory. */
+static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uvtw__work_t* w;
+
+  w = tasks->free_works;
+  if (w != NULL)
+    tasks->free_works = w->next_free;
+  else if ((w = malloc(sizeof(*w))) == NULL)
+    return NULL;
+  w->node = node;
+  w->ran = 0;
+  w->uv_cancel_asked = 0;
+  node->work = w;
+  return w;
+}
+
+
+static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uvtw__work_t* w;
+
+  w = node->work;
+  node->work = NULL;
+  w->next_free = tasks->free_works;
+  tasks->free_works = w;
+}
+
+
 static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uvtw_timer_t* timer;
   uint64_t e;
@@ -417,7 +451,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->link_.next = NULL;
   timer->wheel_ = wheel;
   timer->cb_ = task_fire;
-  timer->repeat_ = node->pool ? 0 : node->repeat_ms;
+  timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
   timer->unref_ = 0;
   timer->task_ = 1;
   node->location = AT_WHEEL;
@@ -500,27 +534,42 @@ static void task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
   uvtw__task_t* outer;
+  uvtw__work_t* w;
   uint64_t word;
   unsigned next;
+  int pool;
 
   node = task_of(timer);
   wheel = timer->wheel_;
   wheel->tasks.fires++;
   UVTW__ASSERT(node->location == AT_WHEEL);
-  if (!move(node, S(T_PENDING), node->pool ? T_QUEUED : T_RUNNING, 0, 0,
-            &word)) {
+  pool = is_pool(node);
+  w = NULL;
+  if (pool && STATE(atomic_load_explicit(&node->state,
+                                         memory_order_relaxed)) == T_PENDING &&
+      (w = work_get(&wheel->tasks, node)) == NULL) {
+    /* Out of memory for the request: the task stays PENDING and tries
+     * again a millisecond later (never early, never lost). */
+    node->location = AT_NONE;
+    node->deadline_ms = uv_now(wheel->loop) + 1;
+    file_task(wheel, node);
+    return;
+  }
+  if (!move(node, S(T_PENDING), pool ? T_QUEUED : T_RUNNING, 0, 0, &word)) {
     /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
     UVTW__ASSERT(STATE(word) == T_CANCELLED);
+    if (w != NULL)
+      work_put(&wheel->tasks, node);
     uvtw__core_stop(&wheel->core, timer);
     return;
   }
 
-  if (node->pool) {
+  if (pool) {
     node->location = AT_POOL;
-    node->dispatch_ms = uv_now(wheel->loop);
+    w->dispatch_ms = uv_now(wheel->loop);
     uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
-    uv_queue_work(wheel->loop, &node->work, work_cb, after_work_cb);
+    uv_queue_work(wheel->loop, &w->req, work_cb, after_work_cb);
     return;
   }
 
@@ -562,10 +611,12 @@ static void task_fire(uvtw_timer_t* timer) {
 static void work_cb(uv_work_t* req) {
   uvtw__task_t* node;
   uvtw__task_t* outer;
+  uvtw__work_t* w;
   uint64_t word;
   unsigned next;
 
-  node = uvtw__container_of(req, uvtw__task_t, work);
+  w = uvtw__container_of(req, uvtw__work_t, req);
+  node = w->node;
   if (!move(node, S(T_QUEUED), T_RUNNING, 0, 0, &word))
     return; /* cancelled or closed before it started */
 
@@ -573,7 +624,7 @@ static void work_cb(uv_work_t* req) {
   current_task = node;
   node->cb(node->arg, 0);
   current_task = outer;
-  node->ran = 1; /* after_work_cb reads it after this thread is done */
+  w->ran = 1; /* after_work_cb reads it after this thread is done */
 
   /* A repeating task waits (PENDING) for after_work to re-file it; a
    * cancel from now on wins at once.  STOPPING and CANCELLED stay. */
@@ -589,14 +640,21 @@ static void work_cb(uv_work_t* req) {
 static void after_work_cb(uv_work_t* req, int status) {
   uvtw__task_t* node;
   uvtw_wheel_t* wheel;
+  uvtw__work_t* w;
   uint64_t word;
   uint64_t deadline;
+  uint64_t dispatch_ms;
+  int ran;
 
-  node = uvtw__container_of(req, uvtw__task_t, work);
+  w = uvtw__container_of(req, uvtw__work_t, req);
+  node = w->node;
   wheel = node->timer.wheel_;
-  UVTW__ASSERT(node->location == AT_POOL);
+  UVTW__ASSERT(node->location == AT_POOL && node->work == w);
   uvtw__list_remove(&node->timer.link_);
   node->location = AT_NONE;
+  ran = w->ran;
+  dispatch_ms = w->dispatch_ms;
+  work_put(&wheel->tasks, node);
 
   word = atomic_load_explicit(&node->state, memory_order_acquire);
   if (status == UV_ECANCELED) {
@@ -607,10 +665,8 @@ static void after_work_cb(uv_work_t* req, int status) {
     uvtw__wheel_close_continue(wheel);
     return;
   }
-  if (node->ran) {
-    node->ran = 0;
+  if (ran)
     wheel->tasks.run++;
-  }
   switch (STATE(word)) {
   case T_DONE: /* work_cb ended it and freed its place */
     release_if_idle(wheel, node);
@@ -630,8 +686,8 @@ static void after_work_cb(uv_work_t* req, int status) {
     }
     /* Due at dispatch + repeat; if that passed while it ran, it goes
      * again in the next pass, never overlapping itself. */
-    deadline = node->dispatch_ms + node->repeat_ms;
-    node->deadline_ms = deadline < node->dispatch_ms ? UINT64_MAX : deadline;
+    deadline = dispatch_ms + node->repeat_ms;
+    node->deadline_ms = deadline < dispatch_ms ? UINT64_MAX : deadline;
     file_task(wheel, node);
     uvtw__driver_sync_ref(wheel);
     break;
@@ -717,10 +773,10 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   /* Queued pool work is cancelled; running work is waited for. */
   for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
     node = task_of(uvtw__container_of(link, uvtw_timer_t, link_));
-    if (node->uv_cancel_asked)
+    if (node->work->uv_cancel_asked)
       continue;
-    node->uv_cancel_asked = 1;
-    uv_cancel((uv_req_t*) &node->work);
+    node->work->uv_cancel_asked = 1;
+    uv_cancel((uv_req_t*) &node->work->req);
   }
   if (!uvtw__list_empty(&tasks->in_pool))
     return 0; /* after_work_cb calls again */
@@ -774,6 +830,13 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
 
 
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
+  uvtw__work_t* w;
+
+  /* Every request is idle: close waited for the threadpool. */
+  while ((w = wheel->tasks.free_works) != NULL) {
+    wheel->tasks.free_works = w->next_free;
+    free(w);
+  }
   uvtw__pool_destroy(&wheel->tasks.pool);
 }
 

@@ -14,33 +14,48 @@
 #include "uvtw.h"
 
 typedef struct uvtw__task_s uvtw__task_t;
+typedef struct uvtw__work_s uvtw__work_t;
 
+/* A task node: three cache lines, laid out by who writes them, so that a
+ * loop task moves one line between threads on its way in (the first) and
+ * the loop keeps the rest.  192 bytes on LP64. */
 struct uvtw__task_s {
-  /* Filed in the wheel while the task waits; loop thread only. */
-  uvtw_timer_t timer;
-  /* gen << 16 | IN_STACK | state (task.c); every contended transition is
-   * one CAS. */
-  _Atomic uint64_t state;
+  /* Line 1: what a submit writes and the loop reads, and the state that
+   * cancels race on.  gen << 16 | flags | state (task.c); every contended
+   * transition is one CAS. */
+  _Alignas(64) _Atomic uint64_t state;
   /* Link in the submission stack (producers push, the loop takes all). */
   uvtw__task_t* _Atomic queue_next;
-  /* Free-list link: index + 1 of the next free node, 0 at the end. */
-  _Atomic uint32_t free_next;
-  uint32_t index;
-  /* The generation of the node's current (or next) use, and the end of the
-   * block of generations reserved for its index (task-pool.c). */
-  uint64_t gen;
-  uint64_t gen_end;
-  uint8_t location; /* loop thread only: wheel, pool, final list or none */
-  uint8_t taken_in; /* loop thread only: counted in `accepted` once */
-  uint8_t pool;   /* UVTW_THREADPOOL */
-  uint8_t ran;    /* the pool thread ran cb; read in after_work */
-  uint8_t uv_cancel_asked; /* loop thread only, at close */
   uvtw_task_cb cb;
   void* arg;
   uint64_t deadline_ms; /* uv_hrtime ms at submit + delay, saturated */
   uint64_t repeat_ms;
+  /* The generation of the node's current (or next) use (task-pool.c). */
+  uint64_t gen;
+  /* Free-list link: index + 1 of the next free node, 0 at the end. */
+  _Atomic uint32_t free_next;
+  uint32_t index;
+
+  /* Line 2, loop thread only: filed in the wheel while the task waits. */
+  uvtw_timer_t timer;
+
+  /* Line 3, loop thread only (gen_end also by the producer that takes a
+   * never-used node). */
+  uint64_t gen_end;   /* end of the generations reserved for its index */
+  uvtw__work_t* work; /* while on the threadpool */
+  uint8_t location;   /* wheel, pool, final list or none */
+  uint8_t taken_in;   /* counted in `accepted` once */
+};
+
+/* The threadpool request of a pool task, only while it is queued or runs:
+ * loop tasks never carry one.  Recycled by the loop thread. */
+struct uvtw__work_s {
+  uv_work_t req;
+  uvtw__task_t* node;
+  uvtw__work_t* next_free;
   uint64_t dispatch_ms; /* loop time of the run now in flight */
-  uv_work_t work;
+  uint8_t ran;             /* the pool thread ran cb; read in after_work */
+  uint8_t uv_cancel_asked; /* at close */
 };
 
 typedef struct uvtw__tasks_s {
@@ -62,6 +77,7 @@ typedef struct uvtw__tasks_s {
   int holds_loop;          /* the async handle is referenced for tasks */
   uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
+  uvtw__work_t* free_works;  /* idle threadpool requests */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
   uint64_t accepted;
   uint64_t run;      /* task callbacks run with status 0 */

@@ -21,10 +21,10 @@
  * longer matches, changes nothing.  Every move of a live task goes through
  * move(), which checks it against the diagram; plain stores only take a
  * free node to PENDING (submit) and an ended one to FREE (release_node),
- * when no other thread can move its state.  Each use of a node carries a new generation, one
- * that no use of the same index in any wheel of the process carried before
- * (task-pool.c), so an id is never reused, and names nothing on another
- * wheel.
+ * when no other thread can move its state.  Each use of a node carries a
+ * new generation, one that no use of the same index in any wheel of the
+ * process carried before (task-pool.c), so an id is never reused, and
+ * names nothing on another wheel.
  *
  *   PENDING   waiting (in the stack, the wheel, or between pool runs)
  *   QUEUED    handed to uv_queue_work, not started
@@ -80,7 +80,8 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 #define STATE_MASK ((uint64_t) 0xff)
 #define IN_STACK ((uint64_t) 0x100)
-#define POOL ((uint64_t) 0x200) /* UVTW_THREADPOOL; fixed for the task's life */
+/* UVTW_THREADPOOL: set by submit, fixed for the task's life. */
+#define POOL ((uint64_t) 0x200)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)

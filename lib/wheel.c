@@ -119,8 +119,7 @@ static void handle_closed(uv_handle_t* handle) {
 
 void uvtw__wheel_close_continue(uvtw_wheel_t* wheel) {
   /* Step 2, and when it is done, step 3. */
-  if (wheel->closing != UVTW__CLOSING_TASKS ||
-      !uvtw__tasks_close_step(wheel))
+  if (wheel->closing != UVTW__CLOSING_TASKS || !uvtw__tasks_close_step(wheel))
     return;
   wheel->closing = UVTW__CLOSING_HANDLES;
   wheel->handles_closing = 3;

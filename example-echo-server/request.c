@@ -1,0 +1,206 @@
+/* SPDX-License-Identifier: MIT */
+/* Requests: REQ lines, their work on the threadpool and their deadline. */
+
+#include "server.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uv_mutex_t work_mutex;
+uv_cond_t work_cond;
+atomic_int work_stop;
+
+
+/* ---------------------------------------------------------------------- */
+/* Requests.                                                                */
+
+static void req_unref(req_t* r) {
+  if (--r->refs == 0)
+    free(r);
+}
+
+
+void req_deadline_closed(xtimer_t* t) {
+  req_unref(t->data);
+}
+
+
+/* The request leaves its connection: answered, or the connection is gone. */
+void req_detach(req_t* r) {
+  r->prev->next = r->next;
+  r->next->prev = r->prev;
+  r->conn->nreqs--;
+  r->conn = NULL;
+}
+
+
+/* Threadpool: sleeping stands for the work. */
+static void req_work(xwork_t* w) {
+  req_t* r = w->data;
+  uint64_t end = uv_hrtime() + r->work_ms * 1000000;
+  uint64_t now;
+
+  uv_mutex_lock(&work_mutex);
+  while (!atomic_load(&work_stop) && (now = uv_hrtime()) < end)
+    uv_cond_timedwait(&work_cond, &work_mutex, end - now);
+  uv_mutex_unlock(&work_mutex);
+}
+
+
+static void req_work_done(xwork_t* w, int status) {
+  req_t* r = w->data;
+  conn_t* c = r->conn;
+  char buf[REQ_ID_MAX + 16];
+
+  /* status != 0 means the work never ran; that happens only when the
+   * request was already answered (TIMEOUT) or abandoned. */
+  if (c != NULL && status == 0) {
+    snprintf(buf, sizeof(buf), "OK %s", r->id);
+    g.req_ok++;
+    req_detach(r);
+    conn_reply(c, buf);
+    xtimer_close(&r->deadline, req_deadline_closed);
+  }
+  req_unref(r);
+}
+
+
+static void req_deadline(xtimer_t* t) {
+  req_t* r = t->data;
+  conn_t* c = r->conn;
+  char buf[REQ_ID_MAX + 16];
+
+  snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
+  g.req_timeout++;
+  req_detach(r);
+  /* The late result is dropped when it comes; if the work has not started
+   * yet, it need not run at all. */
+  xwork_cancel(&r->work);
+  conn_reply(c, buf);
+  xtimer_close(&r->deadline, req_deadline_closed);
+}
+
+
+/* Reads a decimal number of at most 10 digits: no sign, no spaces. */
+static int parse_ms(const char* s, size_t len, uint64_t* out) {
+  uint64_t v = 0;
+  size_t i;
+
+  if (len == 0 || len > 10)
+    return -1;
+  for (i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (uint64_t) (s[i] - '0');
+  }
+  *out = v;
+  return 0;
+}
+
+
+/* Splits a line into space-separated fields; returns how many (at most
+ * max + 1, so that "too many" shows). */
+static int split(
+    const char* s, size_t len, const char** f, size_t* flen, int max) {
+  size_t i = 0;
+  int n = 0;
+
+  while (i < len) {
+    while (i < len && (s[i] == ' ' || s[i] == '\t'))
+      i++;
+    if (i == len)
+      break;
+    if (n > max)
+      return n;
+    f[n] = s + i;
+    while (i < len && s[i] != ' ' && s[i] != '\t')
+      i++;
+    flen[n] = (size_t) (s + i - f[n]);
+    n++;
+  }
+  return n;
+}
+
+
+#define ERR_USAGE "ERR usage: REQ <id> <work_ms> <deadline_ms>\n"
+#define ERR_ID "ERR id must be printable ASCII\n"
+
+/* "REQ <id> <work_ms> <deadline_ms>".  Errors go to the output and leave
+ * the connection open. */
+void handle_req(conn_t* c, const char* line, size_t len) {
+  const char* f[5];
+  size_t flen[5];
+  uint64_t work_ms;
+  uint64_t deadline_ms;
+  char msg[128];
+  req_t* r;
+  size_t i;
+  int n;
+  int err;
+
+  n = split(line, len, f, flen, 4);
+  if (n != 4 || parse_ms(f[2], flen[2], &work_ms) != 0 ||
+      parse_ms(f[3], flen[3], &deadline_ms) != 0) {
+    out_append(ERR_USAGE, sizeof(ERR_USAGE) - 1);
+    return;
+  }
+  if (flen[1] > REQ_ID_MAX) {
+    n = snprintf(msg, sizeof(msg), "ERR id longer than %d bytes\n", REQ_ID_MAX);
+    out_append(msg, (size_t) n);
+    return;
+  }
+  for (i = 0; i < flen[1]; i++) {
+    if ((unsigned char) f[1][i] < 0x21 || (unsigned char) f[1][i] > 0x7e) {
+      out_append(ERR_ID, sizeof(ERR_ID) - 1);
+      return;
+    }
+  }
+  if (work_ms > g.max_work_ms || deadline_ms > g.max_deadline_ms) {
+    n = snprintf(msg, sizeof(msg),
+                 "ERR work_ms must be <= %" PRIu64
+                 " and deadline_ms <= %" PRIu64 "\n",
+                 g.max_work_ms, g.max_deadline_ms);
+    out_append(msg, (size_t) n);
+    return;
+  }
+  if (c->nreqs >= g.max_reqs) {
+    n = snprintf(msg, sizeof(msg),
+                 "ERR too many requests in flight (max %" PRIu64 ")\n",
+                 g.max_reqs);
+    out_append(msg, (size_t) n);
+    return;
+  }
+
+  r = xmalloc(sizeof(*r));
+  memset(r, 0, sizeof(*r));
+  memcpy(r->id, f[1], flen[1]);
+  r->id[flen[1]] = '\0';
+  r->work_ms = work_ms;
+  r->work.data = r;
+  r->deadline.data = r;
+  r->refs = 1; /* the deadline timer; the work adds one once submitted */
+  xtimer_init(&g.backend, &r->deadline);
+  /* The deadline first: once the work is submitted it may finish at any
+   * moment, and its answer needs the deadline there to cancel. */
+  err = xtimer_start(&r->deadline, req_deadline, deadline_ms);
+  if (err == 0) {
+    err = xwork_submit(&g.backend, &r->work, req_work, req_work_done);
+    if (err == 0)
+      r->refs++;
+  }
+  if (err != 0) {
+    n = snprintf(msg, sizeof(msg), "ERR %s cannot start: %s\n", r->id,
+                 uv_err_name(err));
+    out_append(msg, (size_t) n);
+    xtimer_close(&r->deadline, req_deadline_closed);
+    return;
+  }
+  r->conn = c;
+  r->next = c->reqs.next;
+  r->prev = &c->reqs;
+  r->next->prev = r;
+  c->reqs.next = r;
+  c->nreqs++;
+}

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/* echo-load: connections, what they send and what they check. */
+
+#include "load.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t rnd(void) {
+  /* xorshift64*: reproducible from --seed, good enough for jitter. */
+  g.rng ^= g.rng >> 12;
+  g.rng ^= g.rng << 25;
+  g.rng ^= g.rng >> 27;
+  return g.rng * 0x2545F4914F6CDD1DULL;
+}
+
+
+static uint64_t rnd_range(uint64_t lo, uint64_t hi) {
+  return lo + (hi > lo ? rnd() % (hi - lo + 1) : 0);
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* Sending.                                                                 */
+
+static void on_write(uv_write_t* req, int status) {
+  (void) status; /* a failed write shows up as a read error */
+  free(req);
+}
+
+
+static int conn_send(conn_t* c, const char* data, size_t len) {
+  wreq_t* w = xrealloc(NULL, sizeof(*w) + len);
+  uv_buf_t buf;
+
+  memcpy(w->data, data, len);
+  buf = uv_buf_init(w->data, (unsigned) len);
+  if (uv_write(&w->req, (uv_stream_t*) &c->tcp, &buf, 1, on_write) != 0) {
+    free(w);
+    return -1;
+  }
+  return 0;
+}
+
+
+/* The echo line number seq of connection c: "e <conn> <seq> xxx...". */
+static size_t echo_line(const conn_t* c, uint64_t seq, char* buf, size_t size) {
+  int n = snprintf(buf, size, "e %d %" PRIu64 " ", c->index, seq);
+  size_t len = (size_t) n;
+
+  while ((int) len < g.line_size - 1 && len < size - 1)
+    buf[len++] = 'x';
+  buf[len++] = '\n';
+  return len;
+}
+
+
+static int may_send(void) {
+  return g.phase == PHASE_RUN && g.msgs < g.max_msgs;
+}
+
+
+static void on_send_timer(uv_timer_t* handle) {
+  conn_t* c = handle->data;
+  char buf[4200];
+  size_t len;
+
+  if (c->state != SLOT_OPEN || !may_send())
+    return;
+  if (c->seq_sent - c->seq_echoed >= RING) {
+    g.skipped++;
+    return;
+  }
+  len = echo_line(c, c->seq_sent, buf, sizeof(buf));
+  c->sent_at[c->seq_sent % RING] = uv_hrtime();
+  c->last_activity = c->sent_at[c->seq_sent % RING];
+  c->pinged = 0;
+  c->seq_sent++;
+  g.msgs++;
+  conn_send(c, buf, len);
+}
+
+
+static void rpc_send(conn_t* c) {
+  char buf[128];
+  rpc_t* r;
+  int n;
+
+  while (c->inflight < g.inflight && may_send()) {
+    if (g.nrpcs == g.rpcs_cap) {
+      g.rpcs_cap = g.rpcs_cap ? g.rpcs_cap * 2 : 1024;
+      g.rpcs = xrealloc(g.rpcs, g.rpcs_cap * sizeof(*g.rpcs));
+    }
+    r = &g.rpcs[g.nrpcs++];
+    r->conn = (uint32_t) c->index;
+    r->work_ms = (uint32_t) rnd_range(g.work_min, g.work_max);
+    r->deadline_ms = (uint32_t) rnd_range(g.deadline_min, g.deadline_max);
+    r->state = 0;
+    r->sent_at = uv_hrtime();
+    c->last_activity = r->sent_at;
+    c->pinged = 0;
+    c->inflight++;
+    g.msgs++;
+    /* ids are 1-based indexes into g.rpcs */
+    n = snprintf(buf, sizeof(buf), "REQ %zu %" PRIu32 " %" PRIu32 "\n", g.nrpcs,
+                 r->work_ms, r->deadline_ms);
+    conn_send(c, buf, (size_t) n);
+  }
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* Receiving.                                                               */
+
+static void handle_rpc_reply(conn_t* c, const char* line, int ok) {
+  const char* idp = line + (ok ? 3 : 8);
+  char* end;
+  unsigned long long id;
+  rpc_t* r;
+  double took;
+
+  errno = 0;
+  id = strtoull(idp, &end, 10);
+  if (errno != 0 || *end != '\0' || id == 0 || id > g.nrpcs ||
+      g.rpcs[id - 1].conn != (uint32_t) c->index) {
+    violation(c, "reply for a request it never sent: '%s'", line);
+    return;
+  }
+  r = &g.rpcs[id - 1];
+  if (r->state != 0) {
+    violation(c, "request %llu answered twice (again: '%s')", id, line);
+    return;
+  }
+  r->state = 1;
+  c->inflight--;
+  took = ms_since(r->sent_at);
+  sample(&g.rpc_latency, took);
+  if (ok) {
+    g.req_ok++;
+    if (r->work_ms > (uint64_t) r->deadline_ms + g.margin_ms)
+      violation(c, "OK %llu, but work %u ms > deadline %u ms + %" PRIu64, id,
+                r->work_ms, r->deadline_ms, g.margin_ms);
+  } else {
+    g.req_timeout++;
+    sample(&g.timeout_late, took - r->deadline_ms);
+    if ((uint64_t) r->work_ms + g.margin_ms <= r->deadline_ms)
+      violation(c,
+                "TIMEOUT %llu, but work %u ms + %" PRIu64 " <= deadline %u ms",
+                id, r->work_ms, g.margin_ms, r->deadline_ms);
+  }
+  rpc_send(c);
+  maybe_done();
+}
+
+
+static void handle_line(conn_t* c, char* line, size_t len) {
+  char expect[4200];
+  size_t elen;
+  double since = ms_since(c->last_activity);
+  uint64_t seq;
+
+  line[len] = '\0';
+  if (strcmp(line, "PING") == 0) {
+    g.pings++;
+    if (g.heartbeat_ms > 0 && since < (double) g.heartbeat_ms - CLOCK_SLACK_MS)
+      violation(c, "PING after %.1f ms of silence, heartbeat is %" PRIu64,
+                since, g.heartbeat_ms);
+    if (!c->pinged && c->role == ROLE_IDLE)
+      sample(&g.first_ping, since);
+    c->pinged = 1;
+    if (c->role != ROLE_IDLE) {
+      /* Busy connections answer; a PONG is activity too. */
+      g.pongs++;
+      c->last_activity = uv_hrtime();
+      c->pinged = 0;
+      conn_send(c, "PONG\n", 5);
+    }
+    return;
+  }
+  if (strncmp(line, "BYE ", 4) == 0 || strncmp(line, "ERR ", 4) == 0) {
+    if (c->cause != -1) {
+      violation(c, "'%s' after the connection was already ending", line);
+      return;
+    }
+    if (strcmp(line, "BYE idle") == 0)
+      c->cause = CAUSE_IDLE;
+    else if (strcmp(line, "BYE busy") == 0)
+      c->cause = CAUSE_BUSY;
+    else if (strcmp(line, "BYE shutdown") == 0)
+      c->cause = CAUSE_SHUTDOWN;
+    else if (line[0] == 'E')
+      c->cause = CAUSE_ERR;
+    else
+      violation(c, "unknown BYE: '%s'", line);
+    if (c->cause == CAUSE_IDLE) {
+      sample(&g.idle_late, since - (double) g.idle_ms);
+      if (c->role != ROLE_IDLE)
+        violation(c, "BYE idle on a connection that was not idle");
+      else if (since < (double) g.idle_ms - CLOCK_SLACK_MS)
+        violation(c,
+                  "BYE idle after %.1f ms of silence: early, idle is %" PRIu64,
+                  since, g.idle_ms);
+      else if (since > (double) (g.idle_ms + g.slack_ms))
+        violation(c,
+                  "BYE idle after %.1f ms of silence: later than %" PRIu64
+                  " + %" PRIu64,
+                  since, g.idle_ms, g.slack_ms);
+    } else if (c->cause == CAUSE_ERR) {
+      violation(c, "server said '%s'", line);
+    }
+    if (c->cause != -1)
+      sample(&g.close_since[c->cause], since);
+    return;
+  }
+  if (c->role == ROLE_RPC) {
+    if (strncmp(line, "OK ", 3) == 0) {
+      handle_rpc_reply(c, line, 1);
+      return;
+    }
+    if (strncmp(line, "TIMEOUT ", 8) == 0) {
+      handle_rpc_reply(c, line, 0);
+      return;
+    }
+  }
+  if (c->role == ROLE_ACTIVE && c->seq_echoed < c->seq_sent) {
+    seq = c->seq_echoed;
+    elen = echo_line(c, seq, expect, sizeof(expect));
+    if (elen - 1 != len || memcmp(expect, line, len) != 0) {
+      violation(c, "wrong echo for line %" PRIu64 ": '%.60s'", seq, line);
+    } else {
+      sample(&g.rtt, ms_since(c->sent_at[seq % RING]));
+      g.echoed++;
+    }
+    c->seq_echoed++;
+    maybe_done();
+    return;
+  }
+  violation(c, "unexpected line '%.60s'", line);
+}
+
+
+static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
+  static char slab[65536]; /* read_cb follows at once, on this thread */
+
+  (void) handle;
+  (void) suggested;
+  *buf = uv_buf_init(slab, sizeof(slab));
+}
+
+
+static void conn_ended(conn_t* c, int cause) {
+  double since = ms_since(c->last_activity);
+  rpc_t* r;
+  size_t i;
+
+  if (c->cause == -1) {
+    c->cause = cause;
+    sample(&g.close_since[cause], since);
+  }
+  g.closes[c->cause]++;
+  if (c->cause == CAUSE_SHUTDOWN && g.allow_shutdown) {
+    /* expected: the test is stopping the server */
+  } else if (c->role != ROLE_IDLE) {
+    violation(c, "%s connection closed by the server (%s)",
+              c->role == ROLE_ACTIVE ? "an active" : "an rpc",
+              cause_names[c->cause]);
+  } else if (c->cause != CAUSE_IDLE) {
+    violation(c, "idle connection closed without BYE idle (%s)",
+              cause_names[c->cause]);
+  }
+  if (c->role == ROLE_ACTIVE && c->seq_echoed < c->seq_sent) {
+    if (!(c->cause == CAUSE_SHUTDOWN && g.allow_shutdown))
+      violation(c, "%" PRIu64 " lines never echoed",
+                c->seq_sent - c->seq_echoed);
+    c->seq_echoed = c->seq_sent;
+  }
+  if (c->role == ROLE_RPC && c->inflight > 0) {
+    /* They can never be answered now: count them here, once. */
+    for (i = 0; i < g.nrpcs; i++) {
+      r = &g.rpcs[i];
+      if (r->conn == (uint32_t) c->index && r->state == 0) {
+        r->state = 2;
+        if (!(c->cause == CAUSE_SHUTDOWN && g.allow_shutdown))
+          violation(c, "request %zu never answered", i + 1);
+      }
+    }
+    c->inflight = 0;
+  }
+  conn_close(c);
+}
+
+
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  conn_t* c = stream->data;
+  const char* p = buf->base;
+  const char* end = p + (nread > 0 ? nread : 0);
+  const char* nl;
+  size_t n;
+
+  if (nread < 0) {
+    if (!c->closing_by_us)
+      conn_ended(c, nread == UV_EOF ? CAUSE_EOF : CAUSE_RESET);
+    return;
+  }
+  while (p < end && c->state == SLOT_OPEN) {
+    nl = memchr(p, '\n', (size_t) (end - p));
+    n = (size_t) ((nl ? nl : end) - p);
+    if (c->line_len + n + 1 > LINE_MAX_IN) {
+      violation(c, "a line longer than %d bytes", LINE_MAX_IN);
+      conn_ended(c, CAUSE_RESET);
+      return;
+    }
+    if (c->line_len + n + 1 > c->line_cap) {
+      c->line_cap = c->line_len + n + 1 < 256 ? 256 : c->line_len + n + 1;
+      c->line = xrealloc(c->line, c->line_cap);
+    }
+    memcpy(c->line + c->line_len, p, n);
+    c->line_len += n;
+    if (nl == NULL)
+      break;
+    handle_line(c, c->line, c->line_len);
+    c->line_len = 0;
+    p = nl + 1;
+  }
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* Connection slots.                                                        */
+
+static void on_tcp_closed(uv_handle_t* handle) {
+  conn_t* c = handle->data;
+  int again = c->role == ROLE_IDLE && c->cause == CAUSE_IDLE &&
+              !c->closing_by_us && !g.no_reconnect && g.phase == PHASE_RUN;
+
+  c->state = SLOT_FREE;
+  g.open_slots--;
+  if (again) {
+    /* An idle connection that was closed for idleness comes back, so the
+     * server keeps seeing --conns connections and every idle close is
+     * another sample. */
+    conn_start(c);
+  }
+  maybe_done();
+}
+
+
+void conn_close(conn_t* c) {
+  if (c->state == SLOT_FREE || c->state == SLOT_CLOSING)
+    return;
+  if (c->state == SLOT_QUEUED) {
+    c->state = SLOT_FREE; /* it is skipped when its turn comes */
+    g.open_slots--;
+    return;
+  }
+  uv_timer_stop(&c->timer);
+  c->state = SLOT_CLOSING;
+  uv_close((uv_handle_t*) &c->tcp, on_tcp_closed);
+}
+
+
+static void on_connect(uv_connect_t* req, int status) {
+  conn_t* c = req->data;
+
+  g.connecting--;
+  pump_connects();
+  if (c->state != SLOT_CONNECTING)
+    return; /* closed meanwhile: on_tcp_closed follows */
+  if (status != 0) {
+    g.connect_errors++;
+    violation(c, "connect: %s", uv_strerror(status));
+    c->closing_by_us = 1;
+    conn_close(c);
+    return;
+  }
+  g.connects++;
+  c->state = SLOT_OPEN;
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read);
+  if (c->role == ROLE_ACTIVE) {
+    /* A random phase spreads the sends over the interval. */
+    uv_timer_start(&c->timer, on_send_timer, rnd() % g.interval_ms + 1,
+                   g.interval_ms);
+  } else if (c->role == ROLE_RPC) {
+    rpc_send(c);
+  }
+}
+
+
+static void do_connect(conn_t* c) {
+  int err;
+
+  c->state = SLOT_CONNECTING;
+  c->cause = -1;
+  c->closing_by_us = 0;
+  c->pinged = 0;
+  c->line_len = 0;
+  c->seq_sent = c->seq_echoed = 0;
+  c->inflight = 0;
+  uv_tcp_init(g.loop, &c->tcp);
+  c->tcp.data = c;
+  c->connect_req.data = c;
+  /* Silence counts from before the SYN: the server cannot have seen the
+   * connection any earlier, so a BYE idle can never look late because of
+   * how long connecting took, nor early. */
+  c->started = uv_hrtime();
+  c->last_activity = c->started;
+  err = uv_tcp_connect(&c->connect_req, &c->tcp,
+                       (const struct sockaddr*) &g.addr, on_connect);
+  if (err != 0) {
+    g.connect_errors++;
+    violation(c, "connect: %s", uv_strerror(err));
+    c->closing_by_us = 1;
+    conn_close(c);
+    return;
+  }
+  g.connecting++;
+}
+
+
+void pump_connects(void) {
+  conn_t* c;
+
+  while (g.connecting < CONNECT_PARALLEL && g.queue_head != NULL) {
+    c = g.queue_head;
+    g.queue_head = c->next_queued;
+    if (g.queue_head == NULL)
+      g.queue_tail = NULL;
+    if (c->state == SLOT_QUEUED)
+      do_connect(c);
+  }
+}
+
+
+void conn_start(conn_t* c) {
+  c->state = SLOT_QUEUED;
+  g.open_slots++;
+  c->next_queued = NULL;
+  if (g.queue_tail != NULL)
+    g.queue_tail->next_queued = c;
+  else
+    g.queue_head = c;
+  g.queue_tail = c;
+  pump_connects();
+}

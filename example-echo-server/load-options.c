@@ -42,43 +42,6 @@ void usage(FILE* f) {
 }
 
 
-static uint64_t num(const char* name,
-                    const char* arg,
-                    uint64_t min,
-                    uint64_t max) {
-  char* end;
-  unsigned long long v;
-
-  errno = 0;
-  v = strtoull(arg, &end, 10);
-  if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < min ||
-      v > max) {
-    fprintf(stderr,
-            "echo-load: --%s wants a number in %" PRIu64 "..%" PRIu64
-            ", not '%s'\n",
-            name, min, max, arg);
-    exit(2);
-  }
-  return v;
-}
-
-
-static void range(const char* name,
-                  const char* arg,
-                  uint64_t* lo,
-                  uint64_t* hi) {
-  char buf[64];
-  char* dash;
-
-  snprintf(buf, sizeof(buf), "%s", arg);
-  dash = strchr(buf, '-');
-  if (dash != NULL)
-    *dash = '\0';
-  *lo = num(name, buf, 0, 3600000);
-  *hi = dash != NULL ? num(name, dash + 1, *lo, 3600000) : *lo;
-}
-
-
 void parse_args(int argc, char** argv) {
   static const struct option opts[] = {
       {"host", required_argument, NULL, 'h'},
@@ -131,7 +94,7 @@ void parse_args(int argc, char** argv) {
       g.host = optarg;
       break;
     case 'p':
-      g.port = (int) num("port", optarg, 1, 65535);
+      g.port = (int) opt_number("port", optarg, 1, 65535);
       port_set = 1;
       break;
     case 'm':
@@ -149,7 +112,7 @@ void parse_args(int argc, char** argv) {
       }
       break;
     case 'c':
-      g.nconns = (int) num("conns", optarg, 1, MAX_CONNS);
+      g.nconns = (int) opt_number("conns", optarg, 1, MAX_CONNS);
       break;
     case 's':
       g.idle_share = strtod(optarg, &end);
@@ -159,37 +122,37 @@ void parse_args(int argc, char** argv) {
       }
       break;
     case 'd':
-      g.duration_ms = num("duration-ms", optarg, 1, MAX_DURATION_MS);
+      g.duration_ms = opt_number("duration-ms", optarg, 1, MAX_DURATION_MS);
       break;
     case 'i':
-      g.interval_ms = num("interval-ms", optarg, 1, 3600000);
+      g.interval_ms = opt_number("interval-ms", optarg, 1, 3600000);
       break;
     case 'l':
-      g.line_size = (int) num("line-size", optarg, 24, 4096);
+      g.line_size = (int) opt_number("line-size", optarg, 24, 4096);
       break;
     case 'M':
-      g.max_msgs = num("max-msgs", optarg, 0, 100000000);
+      g.max_msgs = opt_number("max-msgs", optarg, 0, 100000000);
       break;
     case 'I':
-      g.idle_ms = num("idle-ms", optarg, 1, 86400000);
+      g.idle_ms = opt_number("idle-ms", optarg, 1, 86400000);
       break;
     case 'H':
-      g.heartbeat_ms = num("heartbeat-ms", optarg, 1, 86400000);
+      g.heartbeat_ms = opt_number("heartbeat-ms", optarg, 1, 86400000);
       break;
     case 'S':
-      g.slack_ms = num("slack-ms", optarg, 0, 600000);
+      g.slack_ms = opt_number("slack-ms", optarg, 0, 600000);
       break;
     case 'w':
-      range("work-ms", optarg, &g.work_min, &g.work_max);
+      opt_range("work-ms", optarg, 3600000, &g.work_min, &g.work_max);
       break;
     case 'D':
-      range("deadline-ms", optarg, &g.deadline_min, &g.deadline_max);
+      opt_range("deadline-ms", optarg, 3600000, &g.deadline_min, &g.deadline_max);
       break;
     case 'n':
-      g.inflight = (unsigned) num("inflight", optarg, 1, 1000);
+      g.inflight = (unsigned) opt_number("inflight", optarg, 1, 1000);
       break;
     case 'g':
-      g.margin_ms = num("margin-ms", optarg, 0, 600000);
+      g.margin_ms = opt_number("margin-ms", optarg, 0, 600000);
       break;
     case 'A':
       g.allow_shutdown = 1;
@@ -198,7 +161,7 @@ void parse_args(int argc, char** argv) {
       g.no_reconnect = 1;
       break;
     case 'e':
-      g.seed = num("seed", optarg, 0, UINT64_MAX);
+      g.seed = opt_number("seed", optarg, 0, UINT64_MAX);
       break;
     case 'q':
       g.quiet = 1;
@@ -223,9 +186,9 @@ int resolve(void) {
   struct sockaddr_in* in4 = (struct sockaddr_in*) &g.addr;
   struct sockaddr_in6* in6 = (struct sockaddr_in6*) &g.addr;
 
-  if (uv_ip4_addr(g.host, g.port, in4) == 0)
+  if (parse_address(g.host, g.port, &g.addr) != 0)
+    return -1;
+  if (g.addr.ss_family == AF_INET)
     return (ntohl(in4->sin_addr.s_addr) >> 24) == 127 ? 0 : -1;
-  if (uv_ip6_addr(g.host, g.port, in6) == 0)
-    return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ? 0 : -1;
-  return -1;
+  return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) ? 0 : -1;
 }

@@ -24,16 +24,6 @@
 struct load_s g;
 
 
-void* xrealloc(void* p, size_t n) {
-  p = realloc(p, n);
-  if (p == NULL) {
-    fprintf(stderr, "echo-load: out of memory\n");
-    exit(2);
-  }
-  return p;
-}
-
-
 /* ---------------------------------------------------------------------- */
 /* Phases.                                                                  */
 
@@ -101,10 +91,11 @@ void finish(void) {
 
 
 int main(int argc, char** argv) {
-  struct rlimit rl;
+  uint64_t fd_limit;
   int i;
   int err;
 
+  program_name = "echo-load";
   parse_args(argc, argv);
   signal(SIGPIPE, SIG_IGN);
   if (resolve() != 0) {
@@ -112,16 +103,11 @@ int main(int argc, char** argv) {
             g.host);
     return 2;
   }
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-      rl.rlim_cur < (rlim_t) g.nconns + 64) {
-    fprintf(stderr,
-            "echo-load: %d connections need more file descriptors "
-            "than the limit of %lu: raise ulimit -n\n",
-            g.nconns, (unsigned long) rl.rlim_cur);
+  fd_limit = raise_fd_limit();
+  if (fd_limit < (uint64_t) g.nconns + 64) {
+    logf_("%d connections need more file descriptors than the limit of "
+          "%" PRIu64 ": raise ulimit -n",
+          g.nconns, fd_limit);
     return 2;
   }
   g.rng = g.seed * 2654435761u + 88172645463325252ull;

@@ -11,6 +11,8 @@
 
 #include <uv.h>
 
+#include "common.h"
+
 #define MAX_CONNS 20000
 #define MAX_DURATION_MS 600000
 /* Echoes a connection may owe before it skips a send: a server that falls
@@ -155,7 +157,6 @@ struct load_s {
 extern struct load_s g;
 
 /* load.c */
-void* xrealloc(void* p, size_t n);
 void maybe_done(void);
 void finish(void);
 

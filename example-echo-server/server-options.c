@@ -33,27 +33,6 @@ void usage(FILE* f) {
 }
 
 
-static uint64_t parse_opt(const char* name,
-                          const char* arg,
-                          uint64_t min,
-                          uint64_t max) {
-  char* end;
-  unsigned long long v;
-
-  errno = 0;
-  v = strtoull(arg, &end, 10);
-  if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < min ||
-      v > max) {
-    fprintf(stderr,
-            "uvtw-echo-server: --%s wants a number in %" PRIu64 "..%" PRIu64
-            ", not '%s'\n",
-            name, min, max, arg);
-    exit(2);
-  }
-  return v;
-}
-
-
 void parse_args(int argc, char** argv) {
   static const struct option opts[] = {
       {"host", required_argument, NULL, 'h'},
@@ -91,7 +70,7 @@ void parse_args(int argc, char** argv) {
       g.host = optarg;
       break;
     case 'p':
-      g.port = (int) parse_opt("port", optarg, 0, 65535);
+      g.port = (int) opt_number("port", optarg, 0, 65535);
       break;
     case 't':
       if (strcmp(optarg, "wheel") == 0) {
@@ -104,31 +83,31 @@ void parse_args(int argc, char** argv) {
       }
       break;
     case 'H':
-      g.heartbeat_ms = parse_opt("heartbeat-ms", optarg, 1, 86400000);
+      g.heartbeat_ms = opt_number("heartbeat-ms", optarg, 1, 86400000);
       break;
     case 'I':
-      g.idle_ms = parse_opt("idle-ms", optarg, 1, 86400000);
+      g.idle_ms = opt_number("idle-ms", optarg, 1, 86400000);
       break;
     case 'S':
-      g.stats_ms = parse_opt("stats-ms", optarg, 0, 86400000);
+      g.stats_ms = opt_number("stats-ms", optarg, 0, 86400000);
       break;
     case 'C':
-      g.max_conns = parse_opt("max-conns", optarg, 0, 1000000);
+      g.max_conns = opt_number("max-conns", optarg, 0, 1000000);
       break;
     case 'L':
-      g.max_line = parse_opt("max-line", optarg, 1, 1 << 20);
+      g.max_line = opt_number("max-line", optarg, 1, 1 << 20);
       break;
     case 'R':
-      g.max_reqs = parse_opt("max-reqs", optarg, 0, 1000000);
+      g.max_reqs = opt_number("max-reqs", optarg, 0, 1000000);
       break;
     case 'W':
-      g.max_work_ms = parse_opt("max-work-ms", optarg, 0, 86400000);
+      g.max_work_ms = opt_number("max-work-ms", optarg, 0, 86400000);
       break;
     case 'D':
-      g.max_deadline_ms = parse_opt("max-deadline-ms", optarg, 0, 86400000);
+      g.max_deadline_ms = opt_number("max-deadline-ms", optarg, 0, 86400000);
       break;
     case 'T':
-      g.threads = (unsigned) parse_opt("threads", optarg, 1, 1024);
+      g.threads = (unsigned) opt_number("threads", optarg, 1, 1024);
       break;
     case 'x':
       usage(stdout);

@@ -67,18 +67,6 @@ static void on_signal(uv_signal_t* handle, int signum) {
 /* Start-up.                                                                */
 
 
-/* Each connection is a file descriptor; the default soft limit (often
- * 1024) is the first thing a load test hits. */
-static void raise_fd_limit(void) {
-  struct rlimit rl;
-
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
-
-
 static int listen_on(void) {
   struct sockaddr_storage addr;
   struct sockaddr_storage bound;
@@ -86,8 +74,7 @@ static int listen_on(void) {
   int port;
   int err;
 
-  if (uv_ip4_addr(g.host, g.port, (struct sockaddr_in*) &addr) != 0 &&
-      uv_ip6_addr(g.host, g.port, (struct sockaddr_in6*) &addr) != 0) {
+  if (parse_address(g.host, g.port, &addr) != 0) {
     logf_("--host %s is not an IPv4 or IPv6 address", g.host);
     return UV_EINVAL;
   }
@@ -147,6 +134,7 @@ int main(int argc, char** argv) {
   int err;
   int i;
 
+  program_name = "uvtw-echo-server";
   parse_args(argc, argv);
   signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();

@@ -7,6 +7,7 @@
 #define ECHO_SERVER_H
 
 #include "backend.h"
+#include "common.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -125,10 +126,6 @@ extern struct server_s g;
 extern uv_mutex_t work_mutex;
 extern uv_cond_t work_cond;
 extern atomic_int work_stop;
-
-/* common.c */
-void logf_(const char* fmt, ...);
-void* xmalloc(size_t n);
 
 /* conn.c */
 int conn_send(conn_t* c, const char* data, size_t len);

@@ -35,20 +35,20 @@ static void works_remove(xbackend_t* b, xwork_t* w) {
 }
 
 
+static void tw_close(xbackend_t* b);
+
+
 /* The one place a work ends: exactly one done call per submitted work. */
 static void work_finish(xwork_t* w, int status) {
   xbackend_t* b = w->backend;
 
   works_remove(b, w);
   w->done(w, status);
-  /* The wheel backend finishes closing in tw_wheel_closed instead, after
-   * the wheel has made its final calls. */
-  if (b->kind == XBACKEND_UV && b->closing && b->works_live == 0 &&
-      b->close_cb != NULL) {
-    xbackend_close_cb cb = b->close_cb;
-    b->close_cb = NULL;
-    cb(b);
-  }
+  /* The uv backend closes its control wheel once its last work is done;
+   * both finish closing in tw_wheel_closed, after the wheel has made its
+   * final calls. */
+  if (b->kind == XBACKEND_UV && b->closing && b->works_live == 0)
+    tw_close(b);
 }
 
 
@@ -96,9 +96,10 @@ static void tw_pool_cb(void* arg, int status) {
 }
 
 
-/* uvtw_close_cb has no user pointer and this program has one backend, so
- * the backend that is closing is kept here. */
-static xbackend_t* tw_closing;
+/* uvtw_close_cb has no user pointer, and a thread closes one backend at a
+ * time (each loop thread its own), so the backend that is closing is kept
+ * here, per thread. */
+static __thread xbackend_t* tw_closing;
 
 static void tw_wheel_closed(uvtw_wheel_t* wheel) {
   xbackend_t* b = tw_closing;
@@ -115,6 +116,14 @@ static void tw_wheel_closed(uvtw_wheel_t* wheel) {
   b->close_cb = NULL;
   if (cb != NULL)
     cb(b);
+}
+
+
+static void tw_close(xbackend_t* b) {
+  assert(tw_closing == NULL);
+  tw_closing = b;
+  if (uvtw_wheel_close(b->wheel, tw_wheel_closed) != 0)
+    abort(); /* only fails for NULL or a second close: a bug here */
 }
 
 
@@ -167,11 +176,12 @@ int xbackend_init(xbackend_t* b, xbackend_kind_t kind, uv_loop_t* loop) {
   b->fired = 0;
   b->closing = 0;
   b->close_cb = NULL;
-  if (kind == XBACKEND_WHEEL) {
-    err = uvtw_wheel_new(loop, NULL, &b->wheel);
-    if (err != 0)
-      return err;
-  }
+  /* The uv backend has a wheel too, which holds no timers and runs no
+   * work: it carries the control tasks other threads send to the loop
+   * (xbackend.h, "wheel"). */
+  err = uvtw_wheel_new(loop, NULL, &b->wheel);
+  if (err != 0)
+    return err;
   return 0;
 }
 
@@ -201,20 +211,14 @@ void xbackend_close(xbackend_t* b, xbackend_close_cb cb) {
   b->closing = 1;
   b->close_cb = cb;
   if (b->kind == XBACKEND_WHEEL) {
-    assert(tw_closing == NULL);
-    tw_closing = b;
-    if (uvtw_wheel_close(b->wheel, tw_wheel_closed) != 0)
-      abort(); /* only fails for NULL or a second close: a bug here */
+    tw_close(b);
     return;
   }
   /* uv: keep queued works from starting; running ones are waited for. */
   for (w = b->works.next; w != &b->works; w = w->next)
     uv_cancel((uv_req_t*) &w->u.uv);
-  if (b->works_live == 0) {
-    b->close_cb = NULL;
-    if (cb != NULL)
-      cb(b);
-  }
+  if (b->works_live == 0)
+    tw_close(b);
 }
 
 

@@ -7,7 +7,8 @@
  *   wheel  one uvtw wheel on the loop; a timer is a 64-byte uvtw_timer_t;
  *          work goes through uvtw_submit(UVTW_THREADPOOL).
  *   uv     the libuv baseline: one uv_timer_t per timer and plain
- *          uv_queue_work.
+ *          uv_queue_work.  It has a wheel too, with no timers and no work
+ *          on it: the loop's door for tasks from other threads.
  *
  * Both live in backend.c.
  *
@@ -95,7 +96,9 @@ struct xwork_s {
 struct xbackend_s {
   xbackend_kind_t kind;
   uv_loop_t* loop;
-  uvtw_wheel_t* wheel; /* wheel backend only */
+  /* The wheel backend's timers and work; for both backends, the way
+   * other threads reach the loop (uvtw_submit, any thread) until close. */
+  uvtw_wheel_t* wheel;
   xwork_t works;       /* list head: works without a done call yet */
   uint64_t works_live;
   uint64_t timers_active; /* uv backend: counted by hand */

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* Connections: reading lines, writing replies, the heartbeat and idle
- * timer, and closing. */
+/* Connections: reading lines, writing replies, the connection's one timer
+ * (heartbeat, idle close, line deadline, slow close), and closing. */
 
 #include "server.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+static void conn_timer(xtimer_t* t);
+static void conn_arm(conn_t* c);
 
 
 /* ---------------------------------------------------------------------- */
@@ -20,12 +24,10 @@ static void on_write(uv_write_t* req, int status) {
   conn_t* c = req->handle->data;
 
   (void) status; /* a failed write shows up as a read error or EOF */
+  output_release(c, w->len);
   free(w);
-  if (c->paused && c->state == CONN_OPEN &&
-      c->tcp.write_queue_size < WRITE_QUEUE_LOW) {
-    c->paused = 0;
-    uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read);
-  }
+  if ((c->paused & PAUSE_OWN) && c->queued < WRITE_QUEUE_LOW)
+    conn_resume(c, PAUSE_OWN);
 }
 
 
@@ -44,11 +46,9 @@ int conn_send(conn_t* c, const char* data, size_t len) {
     free(w);
     return err;
   }
-  if (c->state == CONN_OPEN && !c->paused &&
-      c->tcp.write_queue_size > WRITE_QUEUE_HIGH) {
-    c->paused = 1;
-    uv_read_stop((uv_stream_t*) &c->tcp);
-  }
+  output_charge(c, len);
+  if (c->queued > WRITE_QUEUE_HIGH)
+    conn_pause(c, PAUSE_OWN);
   return 0;
 }
 
@@ -64,42 +64,71 @@ void conn_reply(conn_t* c, const char* line) {
 }
 
 
-void out_append(const char* data, size_t len) {
-  if (g.out_len + len > g.out_cap) {
-    size_t cap = g.out_cap ? g.out_cap : 65536;
-    while (cap < g.out_len + len)
+void out_append(loop_t* lp, const char* data, size_t len) {
+  if (lp->out_len + len > lp->out_cap) {
+    size_t cap = lp->out_cap ? lp->out_cap : 65536;
+    while (cap < lp->out_len + len)
       cap *= 2;
-    g.out = realloc(g.out, cap);
-    if (g.out == NULL) {
-      logf_("out of memory");
-      abort();
-    }
-    g.out_cap = cap;
+    lp->out = xrealloc(lp->out, cap);
+    lp->out_cap = cap;
   }
-  memcpy(g.out + g.out_len, data, len);
-  g.out_len += len;
+  memcpy(lp->out + lp->out_len, data, len);
+  lp->out_len += len;
 }
 
 
 void out_flush(conn_t* c) {
-  size_t len = g.out_len;
+  loop_t* lp = c->lp;
+  size_t len = lp->out_len;
 
-  g.out_len = 0;
-  if (len > 0 && conn_send(c, g.out, len) != 0)
+  lp->out_len = 0;
+  if (len > 0 && conn_send(c, lp->out, len) != 0)
+    conn_close(c);
+}
+
+
+/* Reading stops while any reason to pause holds.  A connection paused for
+ * its output is not idle by its own doing: its clock for BYE slow starts
+ * then, and BYE idle does not apply until it reads again. */
+void conn_pause(conn_t* c, int why) {
+  if (c->state != CONN_OPEN || (c->paused & why))
+    return;
+  if ((why & (PAUSE_OWN | PAUSE_CAP)) &&
+      !(c->paused & (PAUSE_OWN | PAUSE_CAP)))
+    c->slow_since = uv_now(&c->lp->loop);
+  if (c->paused == 0)
+    uv_read_stop((uv_stream_t*) &c->tcp);
+  c->paused |= why;
+}
+
+
+void conn_resume(conn_t* c, int why) {
+  if (c->state != CONN_OPEN || !(c->paused & why))
+    return;
+  c->paused &= ~why;
+  if (c->paused != 0)
+    return;
+  /* Its silence while paused was ours, not the client's. */
+  c->last_activity = uv_now(&c->lp->loop);
+  conn_arm(c);
+  if (c->state == CONN_OPEN &&
+      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0)
     conn_close(c);
 }
 
 
 /* ---------------------------------------------------------------------- */
-/* Connections.                                                             */
+/* Closing.                                                                 */
 
 static void conn_unref(conn_t* c) {
+  loop_t* lp = c->lp;
+
   if (--c->refs > 0)
     return;
   free(c->line);
   free(c);
-  g.live--;
-  maybe_finish_shutdown();
+  lp->live--;
+  loop_maybe_finish(lp);
 }
 
 
@@ -116,12 +145,15 @@ static void on_timer_closed(xtimer_t* t) {
 /* Leaves CONN_OPEN: out of the list and the counts, requests abandoned
  * (their work still ends later, on its own, see req_work_done). */
 static void conn_leave_open(conn_t* c) {
+  loop_t* lp = c->lp;
   req_t* r;
 
   if (c->counted) {
     c->prev->next = c->next;
     c->next->prev = c->prev;
-    g.nconns--;
+    lp->nconns--;
+    counter_add(&lp->stat.conns, (uint64_t) -1);
+    atomic_fetch_sub_explicit(&srv.nconns, 1, memory_order_relaxed);
   }
   while (c->reqs.next != &c->reqs) {
     r = c->reqs.next;
@@ -150,8 +182,6 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
 }
 
 
-static void conn_timer(xtimer_t* t);
-
 /* Sends a last line, then closes once it is sent (or after LINGER_MS). */
 void conn_bye(conn_t* c, const char* msg) {
   if (c->state != CONN_OPEN)
@@ -170,51 +200,96 @@ void conn_bye(conn_t* c, const char* msg) {
 }
 
 
-/* After activity: the wait until the first PING, or BYE if that is
- * sooner. */
-static uint64_t first_wait(void) {
-  return g.heartbeat_ms < g.idle_ms ? g.heartbeat_ms : g.idle_ms;
+/* ---------------------------------------------------------------------- */
+/* The connection's timer.                                                  */
+
+/* Arms the timer for the first thing due: the next PING or BYE idle (from
+ * the silence so far), the partial line's deadline, or BYE slow. */
+static void conn_arm(conn_t* c) {
+  uint64_t now = uv_now(&c->lp->loop);
+  uint64_t silent = now - c->last_activity;
+  uint64_t wait;
+  uint64_t due;
+
+  if (c->paused & (PAUSE_OWN | PAUSE_CAP)) {
+    due = c->slow_since + opt.idle_ms;
+    wait = due > now ? due - now : 0;
+  } else {
+    /* The next PING is due at the next multiple of heartbeat_ms of
+     * silence, unless the BYE comes first.  A late wake-up skips PINGs,
+     * never BYE. */
+    wait = (silent / opt.heartbeat_ms + 1) * opt.heartbeat_ms;
+    if (wait > opt.idle_ms)
+      wait = opt.idle_ms;
+    wait = wait > silent ? wait - silent : 0;
+  }
+  if (c->line_len > 0) {
+    due = c->line_started + opt.line_timeout_ms;
+    if (due <= now)
+      wait = 0;
+    else if (due - now < wait)
+      wait = due - now;
+  }
+  if (xtimer_start(&c->timer, conn_timer, wait) != 0)
+    conn_close(c);
 }
 
 
-/* The connection's one timer: PING, BYE idle, or the end of a linger. */
+/* PING, BYE idle, ERR line timeout, BYE slow, or the end of a linger. */
 static void conn_timer(xtimer_t* t) {
   conn_t* c = t->data;
+  loop_t* lp = c->lp;
+  uint64_t now = uv_now(&lp->loop);
   uint64_t silent;
-  uint64_t next;
+  uint64_t late;
 
   if (c->state != CONN_OPEN) {
     conn_close(c); /* the BYE did not drain in LINGER_MS */
     return;
   }
-  silent = uv_now(g.loop) - c->last_activity;
-  if (silent >= g.idle_ms) {
-    g.idle_closes++;
-    g.idle_late[silent - g.idle_ms < LATE_BUCKETS ? silent - g.idle_ms
-                                                  : LATE_BUCKETS - 1]++;
-    conn_bye(c, "BYE idle\n");
+  if (lp->phase != LOOP_RUN)
+    return; /* draining: nothing new to say; BYE shutdown comes later */
+  if (c->line_len > 0 && now - c->line_started >= opt.line_timeout_ms) {
+    counter_add(&lp->stat.line_timeouts, 1);
+    conn_bye(c, "ERR line timeout\n");
     return;
   }
-  if (silent >= g.heartbeat_ms)
-    conn_reply(c, "PING");
-  /* The next PING is due at the next multiple of heartbeat_ms of silence,
-   * unless the BYE comes first.  A late wake-up skips PINGs, never BYE. */
-  next = (silent / g.heartbeat_ms + 1) * g.heartbeat_ms;
-  if (next > g.idle_ms)
-    next = g.idle_ms;
-  if (c->state == CONN_OPEN &&
-      xtimer_start(&c->timer, conn_timer, next - silent) != 0)
-    conn_close(c);
+  if (c->paused & (PAUSE_OWN | PAUSE_CAP)) {
+    if (now - c->slow_since >= opt.idle_ms) {
+      counter_add(&lp->stat.slow_closes, 1);
+      conn_bye(c, "BYE slow\n");
+      return;
+    }
+  } else {
+    silent = now - c->last_activity;
+    if (silent >= opt.idle_ms) {
+      late = silent - opt.idle_ms;
+      counter_add(&lp->stat.idle_closes, 1);
+      counter_add(&lp->stat.idle_late[late < LATE_BUCKETS ? late
+                                                         : LATE_BUCKETS - 1],
+                  1);
+      conn_bye(c, "BYE idle\n");
+      return;
+    }
+    if (silent >= opt.heartbeat_ms)
+      conn_reply(c, "PING");
+  }
+  if (c->state == CONN_OPEN)
+    conn_arm(c);
 }
 
 
+/* ---------------------------------------------------------------------- */
+/* Input.                                                                   */
+
 static void handle_line(conn_t* c, const char* line, size_t len) {
+  loop_t* lp = c->lp;
   size_t n = len;
-  char buf[512];
+  char buf[1024];
 
   if (n > 0 && line[n - 1] == '\r')
     n--; /* accept CRLF; the echo keeps the line as it came */
-  if (n > g.max_line) {
+  if (n > opt.max_line) {
     out_flush(c);
     conn_bye(c, "ERR line too long\n");
     return;
@@ -222,9 +297,9 @@ static void handle_line(conn_t* c, const char* line, size_t len) {
   if (n == 4 && memcmp(line, "PONG", 4) == 0)
     return; /* an answer to PING: activity, and nothing to say */
   if (n == 5 && memcmp(line, "STATS", 5) == 0) {
-    stats_format(buf, sizeof(buf));
-    out_append(buf, strlen(buf));
-    out_append("\n", 1);
+    stats_format(lp, buf, sizeof(buf));
+    out_append(lp, buf, strlen(buf));
+    out_append(lp, "\n", 1);
     return;
   }
   if (n >= 3 && memcmp(line, "REQ", 3) == 0 &&
@@ -232,24 +307,25 @@ static void handle_line(conn_t* c, const char* line, size_t len) {
     handle_req(c, line, n);
     return;
   }
-  out_append(line, len);
-  out_append("\n", 1);
+  out_append(lp, line, len);
+  out_append(lp, "\n", 1);
 }
 
 
 static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
   /* libuv calls on_read right after on_alloc, on this one thread, so one
-   * buffer serves every connection; a partial line is copied out. */
-  static char slab[65536];
+   * buffer per loop serves every connection; a partial line is copied
+   * out. */
+  conn_t* c = handle->data;
 
-  (void) handle;
   (void) suggested;
-  *buf = uv_buf_init(slab, sizeof(slab));
+  *buf = uv_buf_init(c->lp->slab, sizeof(c->lp->slab));
 }
 
 
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   conn_t* c = stream->data;
+  loop_t* lp = c->lp;
   const char* p = buf->base;
   const char* end;
   const char* nl;
@@ -263,27 +339,27 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   end = p + nread;
 
-  /* Activity: once per read, not per line, is enough. */
-  c->last_activity = uv_now(g.loop);
-  if (xtimer_start(&c->timer, conn_timer, first_wait()) != 0) {
-    conn_close(c);
-    return;
-  }
+  /* Activity: once per read, not per line, is enough.  Bytes that do not
+   * complete a line count too, but they do not move the line's deadline:
+   * line_started is set only when a line begins. */
+  c->last_activity = uv_now(&lp->loop);
 
-  g.out_len = 0;
+  lp->out_len = 0;
   while (p < end && c->state == CONN_OPEN) {
     nl = memchr(p, '\n', (size_t) (end - p));
     n = (size_t) ((nl != NULL ? nl : end) - p);
     if (c->line_len > 0 || nl == NULL) {
       /* Part of a line is kept, up to max_line + 1 bytes (room for a \r);
        * one byte more is enough to know that it is too long. */
-      if (c->line_len + n > g.max_line + 1) {
+      if (c->line_len + n > opt.max_line + 1) {
         out_flush(c);
         conn_bye(c, "ERR line too long\n");
         break;
       }
       if (c->line == NULL)
-        c->line = xmalloc(g.max_line + 1);
+        c->line = xmalloc(opt.max_line + 1);
+      if (c->line_len == 0)
+        c->line_started = c->last_activity;
       memcpy(c->line + c->line_len, p, n);
       c->line_len += n;
       if (nl == NULL)
@@ -295,29 +371,30 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     }
     p = nl + 1;
   }
-  if (c->state == CONN_OPEN)
+  if (c->state == CONN_OPEN) {
     out_flush(c);
-  g.out_len = 0;
+    if (c->state == CONN_OPEN)
+      conn_arm(c);
+  }
+  lp->out_len = 0;
 }
 
 
-void on_connection(uv_stream_t* server, int status) {
-  conn_t* c;
-  int err;
+/* ---------------------------------------------------------------------- */
+/* A new connection, accepted by loop.c.                                    */
 
-  if (status < 0) {
-    logf_("accept: %s", uv_strerror(status));
-    return;
-  }
+void conn_accepted(loop_t* lp, int fd) {
+  conn_t* c;
+
   c = xmalloc(sizeof(*c));
   memset(c, 0, sizeof(*c));
-  uv_tcp_init(g.loop, &c->tcp);
+  c->lp = lp;
+  uv_tcp_init(&lp->loop, &c->tcp);
   c->tcp.data = c;
-  err = uv_accept(server, (uv_stream_t*) &c->tcp);
-  if (err != 0) {
-    logf_("accept: %s", uv_strerror(err));
+  if (uv_tcp_open(&c->tcp, fd) != 0) {
+    close(fd);
     c->refs = 1;
-    g.live++;
+    lp->live++;
     c->state = CONN_CLOSED;
     uv_close((uv_handle_t*) &c->tcp, on_tcp_closed);
     return;
@@ -326,30 +403,33 @@ void on_connection(uv_stream_t* server, int status) {
   c->reqs.next = c->reqs.prev = &c->reqs;
   c->state = CONN_OPEN;
   c->refs = 2;
-  g.live++;
-  xtimer_init(&g.backend, &c->timer);
+  lp->live++;
+  xtimer_init(&lp->backend, &c->timer);
   c->timer.data = c;
 
-  if (g.nconns >= g.max_conns) {
-    g.busy_closes++;
+  if (atomic_load_explicit(&srv.nconns, memory_order_relaxed) >=
+      opt.max_conns) {
+    counter_add(&lp->stat.busy_closes, 1);
     conn_bye(c, "BYE busy\n");
     return;
   }
   c->counted = 1;
-  c->next = g.conns.next;
-  c->prev = &g.conns;
+  c->next = lp->conns.next;
+  c->prev = &lp->conns;
   c->next->prev = c;
-  g.conns.next = c;
-  g.nconns++;
+  lp->conns.next = c;
+  lp->nconns++;
+  counter_add(&lp->stat.conns, 1);
+  atomic_fetch_add_explicit(&srv.nconns, 1, memory_order_relaxed);
 
   /* The loop's time was read before this iteration's accepts began, and
    * accepting a burst of connections takes a while: without a fresh
    * reading, silence would count from before the client even connected,
    * and PING and BYE idle would come early by that much. */
-  uv_update_time(g.loop);
-  c->last_activity = uv_now(g.loop);
-  if (xtimer_start(&c->timer, conn_timer, first_wait()) != 0 ||
-      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0) {
+  uv_update_time(&lp->loop);
+  c->last_activity = uv_now(&lp->loop);
+  conn_arm(c);
+  if (c->state == CONN_OPEN &&
+      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0)
     conn_close(c);
-  }
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Requests: REQ lines, their work on the threadpool and their deadline. */
+/* Requests: REQ lines, their admission, their work on the threadpool and
+ * their deadline. */
 
 #include "server.h"
 
@@ -33,6 +34,16 @@ void req_detach(req_t* r) {
   r->next->prev = r->prev;
   r->conn->nreqs--;
   r->conn = NULL;
+  r->lp->inflight--;
+}
+
+
+/* Shutdown: requests still sleeping on the threadpool wake up now. */
+void work_wake_all(void) {
+  uv_mutex_lock(&work_mutex);
+  atomic_store(&work_stop, 1);
+  uv_cond_broadcast(&work_cond);
+  uv_mutex_unlock(&work_mutex);
 }
 
 
@@ -51,35 +62,45 @@ static void req_work(xwork_t* w) {
 
 static void req_work_done(xwork_t* w, int status) {
   req_t* r = w->data;
+  loop_t* lp = r->lp;
   conn_t* c = r->conn;
   char buf[REQ_ID_MAX + 16];
 
+  /* Queued or running until now: its place under --max-work-inflight is
+   * free again. */
+  work_release();
   /* status != 0 means the work never ran; that happens only when the
-   * request was already answered (TIMEOUT) or abandoned. */
+   * request was already answered (TIMEOUT) or abandoned, and the thread
+   * it would have taken stayed free. */
+  if (status != 0)
+    counter_add(&lp->stat.req_cancelled, 1);
   if (c != NULL && status == 0) {
     snprintf(buf, sizeof(buf), "OK %s", r->id);
-    g.req_ok++;
+    counter_add(&lp->stat.req_ok, 1);
     req_detach(r);
     conn_reply(c, buf);
     xtimer_close(&r->deadline, req_deadline_closed);
   }
   req_unref(r);
+  loop_maybe_finish(lp);
 }
 
 
 static void req_deadline(xtimer_t* t) {
   req_t* r = t->data;
+  loop_t* lp = r->lp;
   conn_t* c = r->conn;
   char buf[REQ_ID_MAX + 16];
 
   snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
-  g.req_timeout++;
+  counter_add(&lp->stat.req_timeout, 1);
   req_detach(r);
   /* The late result is dropped when it comes; if the work has not started
    * yet, it need not run at all. */
   xwork_cancel(&r->work);
   conn_reply(c, buf);
-  xtimer_close(&r->deadline, req_deadline_closed);
+  xtimer_close(&r->deadline, req_deadline_closed); /* may free r */
+  loop_maybe_finish(lp);
 }
 
 
@@ -130,6 +151,7 @@ static int split(
 /* "REQ <id> <work_ms> <deadline_ms>".  Errors go to the output and leave
  * the connection open. */
 void handle_req(conn_t* c, const char* line, size_t len) {
+  loop_t* lp = c->lp;
   const char* f[5];
   size_t flen[5];
   uint64_t work_ms;
@@ -143,33 +165,44 @@ void handle_req(conn_t* c, const char* line, size_t len) {
   n = split(line, len, f, flen, 4);
   if (n != 4 || parse_ms(f[2], flen[2], &work_ms) != 0 ||
       parse_ms(f[3], flen[3], &deadline_ms) != 0) {
-    out_append(ERR_USAGE, sizeof(ERR_USAGE) - 1);
+    out_append(lp, ERR_USAGE, sizeof(ERR_USAGE) - 1);
     return;
   }
   if (flen[1] > REQ_ID_MAX) {
     n = snprintf(msg, sizeof(msg), "ERR id longer than %d bytes\n", REQ_ID_MAX);
-    out_append(msg, (size_t) n);
+    out_append(lp, msg, (size_t) n);
     return;
   }
   for (i = 0; i < flen[1]; i++) {
     if ((unsigned char) f[1][i] < 0x21 || (unsigned char) f[1][i] > 0x7e) {
-      out_append(ERR_ID, sizeof(ERR_ID) - 1);
+      out_append(lp, ERR_ID, sizeof(ERR_ID) - 1);
       return;
     }
   }
-  if (work_ms > g.max_work_ms || deadline_ms > g.max_deadline_ms) {
+  if (work_ms > opt.max_work_ms || deadline_ms > opt.max_deadline_ms) {
     n = snprintf(msg, sizeof(msg),
                  "ERR work_ms must be <= %" PRIu64
                  " and deadline_ms <= %" PRIu64 "\n",
-                 g.max_work_ms, g.max_deadline_ms);
-    out_append(msg, (size_t) n);
+                 opt.max_work_ms, opt.max_deadline_ms);
+    out_append(lp, msg, (size_t) n);
     return;
   }
-  if (c->nreqs >= g.max_reqs) {
+  if (c->nreqs >= opt.max_reqs) {
     n = snprintf(msg, sizeof(msg),
                  "ERR too many requests in flight (max %" PRIu64 ")\n",
-                 g.max_reqs);
-    out_append(msg, (size_t) n);
+                 opt.max_reqs);
+    out_append(lp, msg, (size_t) n);
+    return;
+  }
+
+  /* Admission: a request that could only wait in the threadpool's queue
+   * is turned away at once, before its deadline starts, so that the pool
+   * works on requests that can still be answered in time. */
+  if (!work_admit()) {
+    counter_add(&lp->stat.req_busy, 1);
+    out_append(lp, "BUSY ", 5);
+    out_append(lp, f[1], flen[1]);
+    out_append(lp, "\n", 1);
     return;
   }
 
@@ -180,20 +213,22 @@ void handle_req(conn_t* c, const char* line, size_t len) {
   r->work_ms = work_ms;
   r->work.data = r;
   r->deadline.data = r;
+  r->lp = lp;
   r->refs = 1; /* the deadline timer; the work adds one once submitted */
-  xtimer_init(&g.backend, &r->deadline);
+  xtimer_init(&lp->backend, &r->deadline);
   /* The deadline first: once the work is submitted it may finish at any
    * moment, and its answer needs the deadline there to cancel. */
   err = xtimer_start(&r->deadline, req_deadline, deadline_ms);
   if (err == 0) {
-    err = xwork_submit(&g.backend, &r->work, req_work, req_work_done);
+    err = xwork_submit(&lp->backend, &r->work, req_work, req_work_done);
     if (err == 0)
       r->refs++;
   }
   if (err != 0) {
     n = snprintf(msg, sizeof(msg), "ERR %s cannot start: %s\n", r->id,
                  uv_err_name(err));
-    out_append(msg, (size_t) n);
+    out_append(lp, msg, (size_t) n);
+    work_release();
     xtimer_close(&r->deadline, req_deadline_closed);
     return;
   }
@@ -203,4 +238,5 @@ void handle_req(conn_t* c, const char* line, size_t len) {
   r->next->prev = r;
   c->reqs.next = r;
   c->nreqs++;
+  lp->inflight++;
 }

@@ -31,6 +31,10 @@ def parse_args():
     p.add_argument("--server", required=True, help="uvtw-echo-server")
     p.add_argument("--load", required=True, help="echo-load")
     p.add_argument("--timers", default="wheel", choices=("wheel", "uv"))
+    p.add_argument("--loops", default="1",
+                   help="--loops for the servers the test starts")
+    p.add_argument("--sanitized", action="store_true",
+                   help="a sanitizer build: memory is not measured")
     return p.parse_args()
 
 
@@ -69,13 +73,21 @@ def finish():
 class Server:
     """uvtw-echo-server on a free port; stderr goes to a temporary file."""
 
-    def __init__(self, exe, timers, *extra, start_timeout=15.0):
+    def __init__(self, exe, timers, *extra, start_timeout=15.0,
+                 nofile=None):
         raise_nofile()
         self.err = tempfile.TemporaryFile()
-        self.argv = [exe, "--port", "0", "--timers", timers] + list(extra)
-        log("starting: " + " ".join(self.argv))
+        self.argv = ([exe, "--port", "0", "--timers", timers]
+                     + [str(a) for a in extra])
+        log("starting: " + " ".join(self.argv)
+            + (" (ulimit -n %d)" % nofile if nofile else ""))
+
+        def limit():
+            if nofile:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
-                                     stderr=self.err)
+                                     stderr=self.err, preexec_fn=limit)
         line = b""
         deadline = time.monotonic() + start_timeout
         while not line.endswith(b"\n"):
@@ -97,6 +109,14 @@ class Server:
     def stderr(self):
         self.err.seek(0)
         return self.err.read().decode(errors="replace")
+
+    def peak_rss_kb(self):
+        """VmHWM of the running server, in KiB (Linux)."""
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return 0
 
     def alive(self):
         return self.proc.poll() is None
@@ -224,5 +244,8 @@ def run_load(exe, port, *args, timeout=120):
         if line.startswith("RESULT "):
             for kv in line.split()[1:]:
                 k, _, v = kv.partition("=")
-                result[k] = float(v)
+                try:
+                    result[k] = float(v)
+                except ValueError:
+                    result[k] = v  # server_loop_conns=3,4
     return p.returncode, out, result

@@ -62,13 +62,46 @@ static int may_send(void) {
 }
 
 
+/* The most a never-reading connection leaves queued in this process: past
+ * it, its sends are skipped, so the load cannot grow without bound. */
+#define NOREAD_QUEUE_MAX (1024 * 1024)
+
+static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+
 static void on_send_timer(uv_timer_t* handle) {
   conn_t* c = handle->data;
   char buf[4200];
   size_t len;
 
+  if (c->role == ROLE_SLOWLORIS) {
+    /* One more byte of a line that never ends.  It goes on after the run
+     * ends, until the server cuts the line: stopping would make the
+     * connection idle, and BYE idle is not what is being tested. */
+    if (c->state != SLOT_OPEN || c->cause != -1 || g.phase == PHASE_DONE)
+      return;
+    c->last_activity = uv_hrtime();
+    if (c->line_started == 0)
+      c->line_started = c->last_activity;
+    c->pinged = 0;
+    g.msgs++;
+    conn_send(c, "x", 1);
+    return;
+  }
   if (c->state != SLOT_OPEN || !may_send())
     return;
+  if (c->role == ROLE_NOREAD) {
+    if (c->tcp.write_queue_size > NOREAD_QUEUE_MAX) {
+      g.skipped++;
+      return;
+    }
+    len = echo_line(c, c->seq_sent, buf, sizeof(buf));
+    c->last_activity = uv_hrtime();
+    c->seq_sent++;
+    g.msgs++;
+    conn_send(c, buf, len);
+    return;
+  }
   if (c->seq_sent - c->seq_echoed >= RING) {
     g.skipped++;
     return;
@@ -114,8 +147,10 @@ static void rpc_send(conn_t* c) {
 /* ---------------------------------------------------------------------- */
 /* Receiving.                                                               */
 
-static void handle_rpc_reply(conn_t* c, const char* line, int ok) {
-  const char* idp = line + (ok ? 3 : 8);
+/* kind: 1 OK, 0 TIMEOUT, 2 BUSY. */
+static void handle_rpc_reply(conn_t* c, const char* line, int kind) {
+  const char* idp = line + (kind == 1 ? 3 : kind == 2 ? 5 : 8);
+  int ok = kind == 1;
   char* end;
   unsigned long long id;
   rpc_t* r;
@@ -137,7 +172,14 @@ static void handle_rpc_reply(conn_t* c, const char* line, int ok) {
   c->inflight--;
   took = ms_since(r->sent_at);
   sample(&g.rpc_latency, took);
-  if (ok) {
+  if (kind == 2) {
+    /* Turned away by admission: at once, never after its deadline, which
+     * the server must not even have started. */
+    g.req_busy++;
+    if (took > (double) (r->deadline_ms + g.margin_ms))
+      violation(c, "BUSY %llu after %.1f ms, later than its deadline %u ms",
+                id, took, r->deadline_ms);
+  } else if (ok) {
     g.req_ok++;
     if (r->work_ms > (uint64_t) r->deadline_ms + g.margin_ms)
       violation(c, "OK %llu, but work %u ms > deadline %u ms + %" PRIu64, id,
@@ -170,8 +212,9 @@ static void handle_line(conn_t* c, char* line, size_t len) {
     if (!c->pinged && c->role == ROLE_IDLE)
       sample(&g.first_ping, since);
     c->pinged = 1;
-    if (c->role != ROLE_IDLE) {
-      /* Busy connections answer; a PONG is activity too. */
+    if (c->role == ROLE_ACTIVE || c->role == ROLE_RPC) {
+      /* Busy connections answer; a PONG is activity too.  A slowloris
+       * one does not: its PONG would end its line. */
       g.pongs++;
       c->last_activity = uv_hrtime();
       c->pinged = 0;
@@ -186,6 +229,10 @@ static void handle_line(conn_t* c, char* line, size_t len) {
     }
     if (strcmp(line, "BYE idle") == 0)
       c->cause = CAUSE_IDLE;
+    else if (strcmp(line, "ERR line timeout") == 0)
+      c->cause = CAUSE_LINE_TIMEOUT;
+    else if (strcmp(line, "BYE slow") == 0)
+      c->cause = CAUSE_SLOW;
     else if (strcmp(line, "BYE busy") == 0)
       c->cause = CAUSE_BUSY;
     else if (strcmp(line, "BYE shutdown") == 0)
@@ -207,6 +254,28 @@ static void handle_line(conn_t* c, char* line, size_t len) {
                   "BYE idle after %.1f ms of silence: later than %" PRIu64
                   " + %" PRIu64,
                   since, g.idle_ms, g.slack_ms);
+    } else if (c->cause == CAUSE_LINE_TIMEOUT) {
+      double age = c->line_started ? ms_since(c->line_started) : -1;
+      sample(&g.line_late, age - (double) g.line_timeout_ms);
+      if (c->role != ROLE_SLOWLORIS)
+        violation(c, "ERR line timeout, but its lines all ended");
+      else if (age < (double) g.line_timeout_ms - CLOCK_SLACK_MS)
+        violation(c, "ERR line timeout %.1f ms into the line: early, the "
+                  "limit is %" PRIu64, age, g.line_timeout_ms);
+      else if (age > (double) (g.line_timeout_ms + g.slack_ms))
+        violation(c, "ERR line timeout %.1f ms into the line: later than "
+                  "%" PRIu64 " + %" PRIu64, age, g.line_timeout_ms,
+                  g.slack_ms);
+    } else if (c->cause == CAUSE_SLOW) {
+      double age = ms_since(c->started);
+      sample(&g.slow_after, age);
+      /* The server pauses a connection at the earliest when it connects,
+       * and says BYE slow after --idle-ms of pause. */
+      if (c->role != ROLE_NOREAD)
+        violation(c, "BYE slow on a connection that reads");
+      else if (age < (double) g.idle_ms - CLOCK_SLACK_MS)
+        violation(c, "BYE slow %.1f ms after connecting: sooner than "
+                  "idle %" PRIu64, age, g.idle_ms);
     } else if (c->cause == CAUSE_ERR) {
       violation(c, "server said '%s'", line);
     }
@@ -223,6 +292,26 @@ static void handle_line(conn_t* c, char* line, size_t len) {
       handle_rpc_reply(c, line, 0);
       return;
     }
+    if (strncmp(line, "BUSY ", 5) == 0) {
+      handle_rpc_reply(c, line, 2);
+      return;
+    }
+  }
+  if (c->role == ROLE_NOREAD && c->seq_echoed < c->seq_sent) {
+    seq = c->seq_echoed;
+    elen = echo_line(c, seq, expect, sizeof(expect));
+    if (elen - 1 != len || memcmp(expect, line, len) != 0)
+      violation(c, "wrong echo for line %" PRIu64 ": '%.60s'", seq, line);
+    else
+      g.echoed++;
+    c->seq_echoed++;
+    maybe_done();
+    return;
+  }
+  if (c->role == ROLE_SLOWLORIS && strcmp(line, "PING") != 0) {
+    violation(c, "a line for a connection that never ended one: '%.60s'",
+              line);
+    return;
   }
   if (c->role == ROLE_ACTIVE && c->seq_echoed < c->seq_sent) {
     seq = c->seq_echoed;
@@ -254,24 +343,27 @@ static void conn_ended(conn_t* c, int cause) {
   double since = ms_since(c->last_activity);
   rpc_t* r;
   size_t i;
+  int expected;
 
   if (c->cause == -1) {
     c->cause = cause;
     sample(&g.close_since[cause], since);
   }
   g.closes[c->cause]++;
+  expected = c->role == ROLE_IDLE        ? CAUSE_IDLE
+             : c->role == ROLE_SLOWLORIS ? CAUSE_LINE_TIMEOUT
+             : c->role == ROLE_NOREAD    ? CAUSE_SLOW
+                                         : -1;
   if (c->cause == CAUSE_SHUTDOWN && g.allow_shutdown) {
     /* expected: the test is stopping the server */
-  } else if (c->role != ROLE_IDLE) {
-    violation(c, "%s connection closed by the server (%s)",
-              c->role == ROLE_ACTIVE ? "an active" : "an rpc",
-              cause_names[c->cause]);
-  } else if (c->cause != CAUSE_IDLE) {
-    violation(c, "idle connection closed without BYE idle (%s)",
-              cause_names[c->cause]);
+  } else if (c->cause != expected) {
+    violation(c, "closed by the server (%s)", cause_names[c->cause]);
   }
-  if (c->role == ROLE_ACTIVE && c->seq_echoed < c->seq_sent) {
-    if (!(c->cause == CAUSE_SHUTDOWN && g.allow_shutdown))
+  if ((c->role == ROLE_ACTIVE || c->role == ROLE_NOREAD) &&
+      c->seq_echoed < c->seq_sent) {
+    /* A connection cut for being slow never gets the rest. */
+    if (!(c->cause == CAUSE_SHUTDOWN && g.allow_shutdown) &&
+        c->cause != CAUSE_SLOW)
       violation(c, "%" PRIu64 " lines never echoed",
                 c->seq_sent - c->seq_echoed);
     c->seq_echoed = c->seq_sent;
@@ -327,12 +419,27 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
 }
 
 
+/* The run is over: never-reading connections read now, and check the
+ * echoes of everything they sent, up to a BYE slow. */
+void noread_start_reading(void) {
+  int i;
+
+  for (i = 0; i < g.nconns; i++) {
+    conn_t* c = &g.conns[i];
+    if (c->role == ROLE_NOREAD && c->state == SLOT_OPEN)
+      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read);
+  }
+}
+
+
 /* ---------------------------------------------------------------------- */
 /* Connection slots.                                                        */
 
 static void on_tcp_closed(uv_handle_t* handle) {
   conn_t* c = handle->data;
-  int again = c->role == ROLE_IDLE && c->cause == CAUSE_IDLE &&
+  int again = ((c->role == ROLE_IDLE && c->cause == CAUSE_IDLE) ||
+               (c->role == ROLE_SLOWLORIS &&
+                c->cause == CAUSE_LINE_TIMEOUT)) &&
               !c->closing_by_us && !g.no_reconnect && g.phase == PHASE_RUN;
 
   c->state = SLOT_FREE;
@@ -378,8 +485,10 @@ static void on_connect(uv_connect_t* req, int status) {
   g.connects++;
   c->state = SLOT_OPEN;
   uv_tcp_nodelay(&c->tcp, 1);
-  uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read);
-  if (c->role == ROLE_ACTIVE) {
+  if (c->role != ROLE_NOREAD)
+    uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read);
+  if (c->role == ROLE_ACTIVE || c->role == ROLE_NOREAD ||
+      c->role == ROLE_SLOWLORIS) {
     /* A random phase spreads the sends over the interval. */
     uv_timer_start(&c->timer, on_send_timer, rnd() % g.interval_ms + 1,
                    g.interval_ms);
@@ -399,6 +508,7 @@ static void do_connect(conn_t* c) {
   c->line_len = 0;
   c->seq_sent = c->seq_echoed = 0;
   c->inflight = 0;
+  c->line_started = 0;
   uv_tcp_init(g.loop, &c->tcp);
   c->tcp.data = c;
   c->connect_req.data = c;

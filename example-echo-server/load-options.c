@@ -15,7 +15,8 @@ void usage(FILE* f) {
 "usage: echo-load --port N [options]\n"
 "  --host ADDR            loopback address of the server (default 127.0.0.1)\n"
 "  --port N               the server's port (required)\n"
-"  --mode M               active, idle, mixed or rpc (default active)\n"
+"  --mode M               active, idle, mixed, rpc, slowloris or noread\n"
+"                         (default active)\n"
 "  --conns N              connections at once (default 10, max 20000)\n"
 "  --idle-share F         mixed: share of idle connections (default 0.5)\n"
 "  --duration-ms N        how long to send (default 5000, max 600000)\n"
@@ -27,7 +28,9 @@ void usage(FILE* f) {
 "  --idle-ms N            the server's --idle-ms (default 15000)\n"
 "  --heartbeat-ms N       the server's --heartbeat-ms; if given, an earlier\n"
 "                         PING is a violation\n"
-"  --slack-ms N           how late BYE idle may be (default 500)\n"
+"  --slack-ms N           how late BYE idle or ERR line timeout may be\n"
+"                         (default 500)\n"
+"  --line-timeout-ms N    the server's --line-timeout-ms (default 10000)\n"
 "  --work-ms A[-B]        rpc: work per request, uniform (default 10-200)\n"
 "  --deadline-ms A[-B]    rpc: deadline per request, uniform (default 10-200)\n"
 "  --inflight N           rpc: requests in flight per connection (default 1)\n"
@@ -64,6 +67,7 @@ void parse_args(int argc, char** argv) {
       {"no-reconnect", no_argument, NULL, 'R'},
       {"seed", required_argument, NULL, 'e'},
       {"quiet", no_argument, NULL, 'q'},
+      {"line-timeout-ms", required_argument, NULL, 'T'},
       {"help", no_argument, NULL, 'x'},
       {NULL, 0, NULL, 0}};
   int port_set = 0;
@@ -87,6 +91,7 @@ void parse_args(int argc, char** argv) {
   g.inflight = 1;
   g.margin_ms = 50;
   g.seed = 1;
+  g.line_timeout_ms = 10000;
 
   while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (ch) {
@@ -106,8 +111,13 @@ void parse_args(int argc, char** argv) {
         g.mode = MODE_MIXED;
       else if (strcmp(optarg, "rpc") == 0)
         g.mode = MODE_RPC;
+      else if (strcmp(optarg, "slowloris") == 0)
+        g.mode = MODE_SLOWLORIS;
+      else if (strcmp(optarg, "noread") == 0)
+        g.mode = MODE_NOREAD;
       else {
-        fprintf(stderr, "echo-load: --mode is active, idle, mixed or rpc\n");
+        fprintf(stderr, "echo-load: --mode is active, idle, mixed, rpc, "
+                        "slowloris or noread\n");
         exit(2);
       }
       break;
@@ -162,6 +172,9 @@ void parse_args(int argc, char** argv) {
       break;
     case 'e':
       g.seed = opt_number("seed", optarg, 0, UINT64_MAX);
+      break;
+    case 'T':
+      g.line_timeout_ms = opt_number("line-timeout-ms", optarg, 1, 86400000);
       break;
     case 'q':
       g.quiet = 1;

@@ -7,9 +7,16 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
-const char* const cause_names[CAUSE_COUNT] = {"idle", "busy", "shutdown",
-                                                     "err",  "eof",  "error"};
+static const char* const role_names[] = {"active", "idle", "rpc",
+                                         "slowloris", "noread"};
+
+const char* const cause_names[CAUSE_COUNT] = {
+    "idle", "busy", "shutdown", "err", "eof", "error", "line_timeout", "slow"};
 
 
 void sample(samples_t* s, double v) {
@@ -66,9 +73,7 @@ void violation(const conn_t* c, const char* fmt, ...) {
   fprintf(stderr, "echo-load: VIOLATION");
   if (c != NULL)
     fprintf(stderr, " conn %d (%s)", c->index,
-            c->role == ROLE_ACTIVE ? "active"
-            : c->role == ROLE_IDLE ? "idle"
-                                   : "rpc");
+            role_names[c->role]);
   fprintf(stderr, " at %.1f ms: ", (uv_hrtime() - g.t0) / 1e6);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
@@ -84,14 +89,19 @@ double ms_since(uint64_t then) {
 
 
 void summary(double secs) {
-  static const char* const mode_names[] = {"active", "idle", "mixed", "rpc"};
+  static const char* const mode_names[] = {"active", "idle",      "mixed",
+                                           "rpc",    "slowloris", "noread"};
+  char loops[16] = "0";
+  char loop_conns[512] = "-";
+  const char* p;
   int i;
 
   if (!g.quiet) {
     printf(
-        "echo-load: mode=%s conns=%d (active %d, idle %d, rpc %d) "
-        "ran %.1f s\n",
-        mode_names[g.mode], g.nconns, g.n_active, g.n_idle, g.n_rpc, secs);
+        "echo-load: mode=%s conns=%d (active %d, idle %d, rpc %d, "
+        "slowloris %d, noread %d) ran %.1f s\n",
+        mode_names[g.mode], g.nconns, g.n_active, g.n_idle, g.n_rpc,
+        g.n_slowloris, g.n_noread, secs);
     printf("  connects ok=%" PRIu64 " failed=%" PRIu64 "\n", g.connects,
            g.connect_errors);
     printf("  lines sent=%" PRIu64 " echoed=%" PRIu64 " skipped=%" PRIu64
@@ -108,12 +118,19 @@ void summary(double secs) {
       print_samples(label, &g.close_since[i]);
     }
     print_samples("BYE idle lateness", &g.idle_late);
+    if (g.n_slowloris > 0)
+      print_samples("ERR line timeout lateness", &g.line_late);
+    if (g.n_noread > 0)
+      print_samples("BYE slow, since connect", &g.slow_after);
     if (g.mode == MODE_RPC) {
-      printf("  requests sent=%zu ok=%" PRIu64 " timeout=%" PRIu64 "\n",
-             g.nrpcs, g.req_ok, g.req_timeout);
+      printf("  requests sent=%zu ok=%" PRIu64 " timeout=%" PRIu64
+             " busy=%" PRIu64 "\n",
+             g.nrpcs, g.req_ok, g.req_timeout, g.req_busy);
       print_samples("request reply time", &g.rpc_latency);
       print_samples("TIMEOUT lateness", &g.timeout_late);
     }
+    if (g.server_stats[0] != '\0')
+      printf("  server, as the run ended: %s\n", g.server_stats);
     printf("  violations=%" PRIu64 "\n", g.violations);
   } else {
     /* print_samples sorts; the RESULT line needs sorted samples too */
@@ -122,19 +139,68 @@ void summary(double secs) {
     if (g.rtt.n > 0)
       qsort(g.rtt.v, g.rtt.n, sizeof(double), cmp_double);
   }
+  /* The server's loops and how the connections spread over them. */
+  if ((p = strstr(g.server_stats, " loops=")) != NULL)
+    sscanf(p, " loops=%15s", loops);
+  if ((p = strstr(g.server_stats, " loop_conns=")) != NULL)
+    sscanf(p, " loop_conns=%511s", loop_conns);
   /* One line for scripts. */
   printf("RESULT violations=%" PRIu64 " sent=%" PRIu64 " echoed=%" PRIu64
          " rtt_p50=%.1f rtt_p99=%.1f rtt_max=%.1f pings=%" PRIu64
          " idle_closes=%" PRIu64
          " late_p50=%.1f late_p99=%.1f"
          " late_max=%.1f ok=%" PRIu64 " timeout=%" PRIu64
-         " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64 "\n",
+         " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64
+         " busy=%" PRIu64 " line_timeouts=%" PRIu64 " slow_closes=%" PRIu64
+         " server_loops=%s server_loop_conns=%s\n",
          g.violations, g.msgs, g.echoed, pct(&g.rtt, 0.5), pct(&g.rtt, 0.99),
          pct(&g.rtt, 1.0), g.pings, g.closes[CAUSE_IDLE],
          pct(&g.idle_late, 0.5), pct(&g.idle_late, 0.99),
          pct(&g.idle_late, 1.0), g.req_ok, g.req_timeout,
          g.closes[CAUSE_SHUTDOWN],
          g.closes[CAUSE_BUSY] + g.closes[CAUSE_ERR] + g.closes[CAUSE_EOF] +
-             g.closes[CAUSE_RESET]);
+             g.closes[CAUSE_RESET],
+         g.req_busy, g.closes[CAUSE_LINE_TIMEOUT], g.closes[CAUSE_SLOW],
+         loops, loop_conns);
   fflush(stdout);
+}
+
+
+/* Asks the server for its STATS line on a connection of its own, as the
+ * run ends and before the load's connections close: which loops the
+ * connections went to.  Blocking, once, with a 2 s limit: the summary can
+ * wait that long; a server that does not answer leaves the line empty. */
+void server_stats_query(void) {
+  struct timeval tv = {2, 0};
+  char buf[sizeof(g.server_stats)];
+  size_t len = 0;
+  ssize_t n;
+  char* nl;
+  int fd;
+
+  g.server_stats[0] = '\0';
+  fd = socket(g.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (connect(fd, (struct sockaddr*) &g.addr,
+              g.addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                           : sizeof(struct sockaddr_in)) ==
+          0 &&
+      write(fd, "STATS\n", 6) == 6) {
+    while (len < sizeof(buf) - 1 &&
+           (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {
+      len += (size_t) n;
+      buf[len] = '\0';
+      nl = strchr(buf, '\n');
+      if (nl != NULL) {
+        *nl = '\0';
+        if (strncmp(buf, "STATS ", 6) == 0)
+          snprintf(g.server_stats, sizeof(g.server_stats), "%s", buf);
+        break;
+      }
+    }
+  }
+  close(fd);
 }

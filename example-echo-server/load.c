@@ -35,8 +35,13 @@ static void on_phase_timer(uv_timer_t* handle) {
     /* Stop sending; wait for what is owed: echoes, and answers that come
      * at the latest at their deadline plus slack. */
     g.phase = PHASE_DRAIN;
+    server_stats_query(); /* while every connection is still open */
+    noread_start_reading();
     uv_timer_start(&g.phase_timer, on_phase_timer,
-                   g.deadline_max + 2 * g.slack_ms + 1000, 0);
+                   g.deadline_max + 2 * g.slack_ms + 1000 +
+                       (g.n_slowloris > 0 ? g.line_timeout_ms : 0) +
+                       (g.n_noread > 0 ? g.idle_ms : 0),
+                   0);
     maybe_done();
   } else if (g.phase == PHASE_DRAIN) {
     finish();
@@ -51,6 +56,10 @@ static int owed(void) {
     conn_t* c = &g.conns[i];
     if (c->state == SLOT_OPEN &&
         (c->seq_echoed < c->seq_sent || c->inflight > 0))
+      return 1;
+    /* A slowloris connection is owed its ERR line timeout. */
+    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS &&
+        c->cause == -1)
       return 1;
   }
   return 0;
@@ -83,6 +92,12 @@ void finish(void) {
                 c->seq_sent - c->seq_echoed);
     if (c->state == SLOT_OPEN && c->inflight > 0)
       violation(c, "%u requests never answered", c->inflight);
+    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS &&
+        c->cause == -1 && c->line_started != 0 &&
+        ms_since(c->line_started) >
+            (double) (g.line_timeout_ms + g.slack_ms))
+      violation(c, "no ERR line timeout %.1f ms into the line",
+                ms_since(c->line_started));
     c->closing_by_us = 1;
     conn_close(c);
   }
@@ -131,6 +146,12 @@ int main(int argc, char** argv) {
     case MODE_RPC:
       c->role = ROLE_RPC;
       break;
+    case MODE_SLOWLORIS:
+      c->role = ROLE_SLOWLORIS;
+      break;
+    case MODE_NOREAD:
+      c->role = ROLE_NOREAD;
+      break;
     case MODE_MIXED:
       /* Spread the idle share evenly over the indexes. */
       c->role = (int) ((i + 1) * g.idle_share) > (int) (i * g.idle_share)
@@ -141,6 +162,8 @@ int main(int argc, char** argv) {
     g.n_active += c->role == ROLE_ACTIVE;
     g.n_idle += c->role == ROLE_IDLE;
     g.n_rpc += c->role == ROLE_RPC;
+    g.n_slowloris += c->role == ROLE_SLOWLORIS;
+    g.n_noread += c->role == ROLE_NOREAD;
     uv_timer_init(g.loop, &c->timer);
     c->timer.data = c;
     conn_start(c);
@@ -165,6 +188,8 @@ int main(int argc, char** argv) {
   free(g.rtt.v);
   free(g.rpc_latency.v);
   free(g.timeout_late.v);
+  free(g.line_late.v);
+  free(g.slow_after.v);
   if (err != 0) {
     fprintf(stderr, "echo-load: uv_loop_close: %s\n", uv_strerror(err));
     return 2;

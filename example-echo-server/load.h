@@ -27,8 +27,21 @@
  * clock), ours is nanoseconds: "early" allows for that rounding. */
 #define CLOCK_SLACK_MS 2.0
 
-typedef enum { ROLE_ACTIVE, ROLE_IDLE, ROLE_RPC } role_t;
-typedef enum { MODE_ACTIVE, MODE_IDLE, MODE_MIXED, MODE_RPC } mode_t_;
+typedef enum {
+  ROLE_ACTIVE,
+  ROLE_IDLE,
+  ROLE_RPC,
+  ROLE_SLOWLORIS, /* sends a line one byte at a time and never ends it */
+  ROLE_NOREAD     /* sends lines and reads nothing until the run ends */
+} role_t;
+typedef enum {
+  MODE_ACTIVE,
+  MODE_IDLE,
+  MODE_MIXED,
+  MODE_RPC,
+  MODE_SLOWLORIS,
+  MODE_NOREAD
+} mode_t_;
 typedef enum { PHASE_RUN, PHASE_DRAIN, PHASE_DONE } phase_t;
 typedef enum {
   SLOT_FREE,   /* no TCP handle */
@@ -46,6 +59,8 @@ enum {
   CAUSE_ERR,      /* ERR ... then a close (line too long) */
   CAUSE_EOF,      /* closed without a BYE */
   CAUSE_RESET,    /* a read error */
+  CAUSE_LINE_TIMEOUT, /* ERR line timeout */
+  CAUSE_SLOW,         /* BYE slow */
   CAUSE_COUNT
 };
 extern const char* const cause_names[CAUSE_COUNT];
@@ -75,6 +90,8 @@ typedef struct conn_s {
   uint64_t sent_at[RING];
   /* rpc */
   unsigned inflight;
+  /* slowloris: uv_hrtime when its unfinished line began, 0 if none */
+  uint64_t line_started;
   /* input */
   char* line;
   size_t line_len;
@@ -108,6 +125,7 @@ struct load_s {
   uint64_t idle_ms;
   uint64_t slack_ms;
   uint64_t margin_ms;
+  uint64_t line_timeout_ms;
   uint64_t max_msgs;
   int line_size;
   uint64_t work_min, work_max;
@@ -128,7 +146,7 @@ struct load_s {
   conn_t* queue_tail;
   int connecting;
   int open_slots; /* slots not SLOT_FREE */
-  int n_active, n_idle, n_rpc;
+  int n_active, n_idle, n_rpc, n_slowloris, n_noread;
 
   /* results */
   uint64_t connects;
@@ -150,6 +168,10 @@ struct load_s {
   size_t rpcs_cap;
   uint64_t req_ok;
   uint64_t req_timeout;
+  uint64_t req_busy;
+  samples_t line_late; /* ERR line timeout: since the line began - limit */
+  samples_t slow_after; /* BYE slow: since the connect */
+  char server_stats[1024]; /* the server's STATS line as the run ended */
   uint64_t violations;
   uint64_t rng;
 };
@@ -166,7 +188,11 @@ void conn_start(conn_t* c);
 void conn_close(conn_t* c);
 void pump_connects(void);
 
+/* load-conn.c, continued */
+void noread_start_reading(void);
+
 /* load-report.c */
+void server_stats_query(void);
 void sample(samples_t* s, double v);
 int cmp_double(const void* a, const void* b);
 double pct(const samples_t* s, double p);

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Admission for work: a flood of requests whose work outlasts their
+deadline.  Past --max-work-inflight a REQ gets BUSY <id> at once; an
+admitted one gets TIMEOUT at its deadline, and if its work had not
+started, the work is cancelled and its thread stays free.  Afterwards the
+pool serves new requests, and nothing is left in flight."""
+
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
+
+from echotest import Conn, Server, check, finish, log, parse_args, stats
+
+THREADS = 4
+INFLIGHT = 8
+FLOOD = 300
+WORK_MS = 3000
+DEADLINE_MS = 100
+
+
+def main():
+    args = parse_args()
+    srv = Server(args.server, args.timers, "--loops", args.loops,
+                 "--threads", THREADS, "--max-work-inflight", INFLIGHT,
+                 "--heartbeat-ms", 60000, "--idle-ms", 120000)
+    log("a flood of %d requests, %d ms of work each, %d ms deadlines, "
+        "%d threads, at most %d in flight"
+        % (FLOOD, WORK_MS, DEADLINE_MS, THREADS, INFLIGHT))
+    c = Conn(srv.port)
+    t0 = time.monotonic()
+    c.send("".join("REQ f%d %d %d\n" % (i, WORK_MS, DEADLINE_MS)
+                   for i in range(FLOOD)))
+    replies = {}
+    twice = []
+    busy_late = []
+    while len(replies) < FLOOD:
+        line = c.text(timeout=20)
+        if line is None:
+            break
+        kind, _, rid = line.partition(" ")
+        if rid in replies:
+            twice.append(line)
+        replies[rid] = kind
+        took = (time.monotonic() - t0) * 1000
+        if kind == "BUSY" and took > DEADLINE_MS:
+            busy_late.append((rid, took))
+    kinds = {}
+    for k in replies.values():
+        kinds[k] = kinds.get(k, 0) + 1
+    log("  replies: %s" % kinds)
+    check(len(replies) == FLOOD and not twice,
+          "exactly one reply per request (%d, twice: %r)"
+          % (len(replies), twice[:3]))
+    check(set(kinds) <= {"BUSY", "TIMEOUT"},
+          "each is BUSY or TIMEOUT: %s" % kinds)
+    check(kinds.get("BUSY", 0) >= FLOOD // 2,
+          "most are turned away at once: %d BUSY" % kinds.get("BUSY", 0))
+    # The busy machine may delay a whole read; BUSY is decided when the
+    # line is read, so only a generous bound is checked.
+    check(len(busy_late) <= FLOOD // 10,
+          "BUSY comes before the deadline would have (late: %r)"
+          % busy_late[:3])
+
+    # The cancelled works' done calls come a moment after their TIMEOUT.
+    until = time.monotonic() + 10
+    while True:
+        s = stats(srv.port)
+        if (s.get("req_cancelled", 0) >= 1
+                and s.get("work_inflight", 99) <= THREADS) \
+                or time.monotonic() > until:
+            break
+        time.sleep(0.1)
+    log("  STATS: %s" % s)
+    check(s.get("req_busy") == kinds.get("BUSY", 0),
+          "STATS req_busy=%s matches" % s.get("req_busy"))
+    check(s.get("req_cancelled", 0) >= 1,
+          "work that had not started was cancelled: req_cancelled=%s"
+          % s.get("req_cancelled"))
+    check(s.get("work_inflight", 99) <= THREADS,
+          "only work that runs holds a place: work_inflight=%s <= %d"
+          % (s.get("work_inflight"), THREADS))
+
+    log("after the running work ends, the pool serves new requests")
+    deadline = time.monotonic() + WORK_MS / 1000 + 15
+    while time.monotonic() < deadline:
+        s = stats(srv.port)
+        if s.get("work_inflight") == 0:
+            break
+        time.sleep(0.2)
+    check(s.get("work_inflight") == 0 and s.get("tasks") == 0,
+          "nothing left in flight: work_inflight=%s tasks=%s"
+          % (s.get("work_inflight"), s.get("tasks")))
+    c.send("REQ ok 10 10000\n")
+    check(c.text(timeout=15) == "OK ok", "REQ ok 10 10000 -> OK")
+    c.close()
+    srv.stop_and_check()
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -88,14 +88,13 @@ void out_flush(conn_t* c) {
 
 
 /* Reading stops while any reason to pause holds.  A connection paused for
- * its output is not idle by its own doing: its clock for BYE slow starts
- * then, and BYE idle does not apply until it reads again. */
+ * its output is not idle by its own doing: BYE idle and PING do not apply
+ * until it reads again; BYE slow does (limits.c). */
 void conn_pause(conn_t* c, int why) {
   if (c->state != CONN_OPEN || (c->paused & why))
     return;
-  if ((why & (PAUSE_OWN | PAUSE_CAP)) &&
-      !(c->paused & (PAUSE_OWN | PAUSE_CAP)))
-    c->slow_since = uv_now(&c->lp->loop);
+  if ((why & (PAUSE_OWN | PAUSE_CAP)) && c->slow_since == 0)
+    c->slow_since = uv_now(&c->lp->loop) | 1; /* 0 means "not slow" */
   if (c->paused == 0)
     uv_read_stop((uv_stream_t*) &c->tcp);
   c->paused |= why;
@@ -211,17 +210,23 @@ static void conn_arm(conn_t* c) {
   uint64_t wait;
   uint64_t due;
 
-  if (c->paused & (PAUSE_OWN | PAUSE_CAP)) {
-    due = c->slow_since + opt.idle_ms;
-    wait = due > now ? due - now : 0;
-  } else {
-    /* The next PING is due at the next multiple of heartbeat_ms of
-     * silence, unless the BYE comes first.  A late wake-up skips PINGs,
-     * never BYE. */
+  /* The next PING is due at the next multiple of heartbeat_ms of silence,
+   * unless the BYE comes first.  A late wake-up skips PINGs, never BYE.
+   * While paused for output, neither applies (its silence is ours), only
+   * BYE slow and the line deadline. */
+  wait = UINT64_MAX;
+  if (!(c->paused & (PAUSE_OWN | PAUSE_CAP))) {
     wait = (silent / opt.heartbeat_ms + 1) * opt.heartbeat_ms;
     if (wait > opt.idle_ms)
       wait = opt.idle_ms;
     wait = wait > silent ? wait - silent : 0;
+  }
+  if (c->slow_since != 0) {
+    due = c->slow_since + opt.idle_ms;
+    if (due <= now)
+      wait = 0;
+    else if (due - now < wait)
+      wait = due - now;
   }
   if (c->line_len > 0) {
     due = c->line_started + opt.line_timeout_ms;
@@ -230,6 +235,15 @@ static void conn_arm(conn_t* c) {
     else if (due - now < wait)
       wait = due - now;
   }
+  if (wait == UINT64_MAX) {
+    xtimer_stop(&c->timer); /* conn_resume arms it again */
+    return;
+  }
+  /* Never 0: libuv 1.44 runs a timer started with 0 from inside a timer
+   * callback again in the same pass, and would spin if the callback
+   * found nothing to do yet.  At worst this is 1 ms late. */
+  if (wait == 0)
+    wait = 1;
   if (xtimer_start(&c->timer, conn_timer, wait) != 0)
     conn_close(c);
 }
@@ -254,13 +268,12 @@ static void conn_timer(xtimer_t* t) {
     conn_bye(c, "ERR line timeout\n");
     return;
   }
-  if (c->paused & (PAUSE_OWN | PAUSE_CAP)) {
-    if (now - c->slow_since >= opt.idle_ms) {
-      counter_add(&lp->stat.slow_closes, 1);
-      conn_bye(c, "BYE slow\n");
-      return;
-    }
-  } else {
+  if (c->slow_since != 0 && now - c->slow_since >= opt.idle_ms) {
+    counter_add(&lp->stat.slow_closes, 1);
+    conn_bye(c, "BYE slow\n");
+    return;
+  }
+  if (!(c->paused & (PAUSE_OWN | PAUSE_CAP))) {
     silent = now - c->last_activity;
     if (silent >= opt.idle_ms) {
       late = silent - opt.idle_ms;

@@ -10,8 +10,14 @@
  * stop being read until they have drained; the others, which read their
  * replies, go on.  Past the budget a connection still finishes the read in
  * hand, so the loop can go over it by at most the replies to one read
- * (READ_SIZE bytes of input) per connection.  A connection that stays
- * paused for --idle-ms gets BYE slow (see conn_timer).
+ * (READ_SIZE bytes of input) per connection.
+ *
+ * Slow.  A connection paused for its output (over its share of the budget,
+ * or over WRITE_QUEUE_HIGH on its own) is slow from then (slow_since) until
+ * its queue has drained to OUTPUT_DRAINED; being read from again in
+ * between does not count, so a client that never reads cannot reset the
+ * clock by letting the loop's total dip.  Slow for --idle-ms: BYE slow
+ * (conn_timer).
  *
  * Accept errors.  Counted per loop; logged at most once a second for the
  * whole server, with the count so far.
@@ -36,6 +42,7 @@ int output_over_share(const conn_t* c) {
 }
 
 
+
 /* Pauses every connection above its share: runs once each time the loop
  * goes over its budget, not on every write. */
 static void output_squeeze(loop_t* lp) {
@@ -56,6 +63,7 @@ void output_charge(conn_t* c, size_t len) {
   c->queued += len;
   lp->output_bytes += len;
   counter_add(&lp->stat.output_bytes, len);
+
   if (lp->output_bytes <= lp->output_budget)
     return;
   if (!lp->over_budget) {
@@ -75,6 +83,8 @@ void output_release(conn_t* c, size_t len) {
   c->queued -= len;
   lp->output_bytes -= len;
   counter_add(&lp->stat.output_bytes, (uint64_t) -len);
+  if (c->slow_since != 0 && c->queued <= OUTPUT_DRAINED)
+    c->slow_since = 0;
   if ((c->paused & PAUSE_CAP) && c->queued == 0)
     conn_resume(c, PAUSE_CAP); /* it drained */
   /* Back under three quarters of the budget: everyone reads again.  The

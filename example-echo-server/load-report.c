@@ -120,8 +120,11 @@ void summary(double secs) {
     print_samples("BYE idle lateness", &g.idle_late);
     if (g.n_slowloris > 0)
       print_samples("ERR line timeout lateness", &g.line_late);
-    if (g.n_noread > 0)
+    if (g.n_noread > 0) {
       print_samples("BYE slow, since connect", &g.slow_after);
+      printf("  noread closed by the server before they read: %" PRIu64
+             "\n", g.noread_cut);
+    }
     if (g.mode == MODE_RPC) {
       printf("  requests sent=%zu ok=%" PRIu64 " timeout=%" PRIu64
              " busy=%" PRIu64 "\n",
@@ -152,6 +155,7 @@ void summary(double secs) {
          " late_max=%.1f ok=%" PRIu64 " timeout=%" PRIu64
          " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64
          " busy=%" PRIu64 " line_timeouts=%" PRIu64 " slow_closes=%" PRIu64
+         " noread_cut=%" PRIu64
          " server_loops=%s server_loop_conns=%s\n",
          g.violations, g.msgs, g.echoed, pct(&g.rtt, 0.5), pct(&g.rtt, 0.99),
          pct(&g.rtt, 1.0), g.pings, g.closes[CAUSE_IDLE],
@@ -161,6 +165,7 @@ void summary(double secs) {
          g.closes[CAUSE_BUSY] + g.closes[CAUSE_ERR] + g.closes[CAUSE_EOF] +
              g.closes[CAUSE_RESET],
          g.req_busy, g.closes[CAUSE_LINE_TIMEOUT], g.closes[CAUSE_SLOW],
+         g.noread_cut,
          loops, loop_conns);
   fflush(stdout);
 }

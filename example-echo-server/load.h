@@ -169,6 +169,7 @@ struct load_s {
   uint64_t req_ok;
   uint64_t req_timeout;
   uint64_t req_busy;
+  uint64_t noread_cut; /* noread: closed by the server before it read */
   samples_t line_late; /* ERR line timeout: since the line began - limit */
   samples_t slow_after; /* BYE slow: since the connect */
   char server_stats[1024]; /* the server's STATS line as the run ended */

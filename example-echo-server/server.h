@@ -29,6 +29,8 @@
  * --max-output-bytes, is in limits.c. */
 #define WRITE_QUEUE_HIGH (1024 * 1024)
 #define WRITE_QUEUE_LOW (256 * 1024)
+/* A slow connection is no longer slow once its queue is this short. */
+#define OUTPUT_DRAINED (64 * 1024)
 /* How long a connection that was sent BYE may take to receive it before
  * it is closed anyway: a client that never reads must not hold it open. */
 #define LINGER_MS 2000
@@ -105,7 +107,7 @@ struct conn_s {
   unsigned nreqs;
   uint64_t last_activity; /* uv_now at the last read */
   uint64_t line_started;  /* uv_now when the partial line began */
-  uint64_t slow_since;    /* uv_now when the output cap paused it */
+  uint64_t slow_since;    /* uv_now|1 when paused for output; 0: not slow */
   uint64_t queued;        /* bytes of replies written but not sent yet */
   char* line; /* the start of a line whose end has not arrived yet */
   size_t line_len;

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""--loops 2: two loop threads, each with its own wheel and its own
+listener on the one port (SO_REUSEPORT).  Connections spread over both,
+STATS on any connection reports the whole server, and echo-load's mixed
+and rpc runs see no violation.  Run in the TSan build too."""
+
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
+
+from echotest import Conn, Server, check, finish, log, parse_args, run_load
+
+CONNS = 40
+
+
+def parse_stats(line):
+    out = {}
+    for kv in (line or "").split()[1:]:
+        k, _, v = kv.partition("=")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+def main():
+    args = parse_args()
+    loops = args.loops if args.loops not in ("1", "0") else "2"
+    srv = Server(args.server, args.timers, "--loops", loops,
+                 "--heartbeat-ms", 1000, "--idle-ms", 3000,
+                 "--threads", 32)
+    log("%d connections over %s loops" % (CONNS, loops))
+    conns = [Conn(srv.port) for _ in range(CONNS)]
+    for i, c in enumerate(conns):
+        c.send("hello %d\n" % i)
+    check(all(c.text() == "hello %d" % i for i, c in enumerate(conns)),
+          "every connection echoes")
+    s = {}
+    for _ in range(50):  # the other loop publishes once per iteration
+        conns[0].send("STATS\n")
+        s = parse_stats(conns[0].text())
+        if s.get("timers") == CONNS:
+            break
+        time.sleep(0.1)
+    log("  STATS: %s" % s)
+    per_loop = [int(x) for x in str(s.get("loop_conns", "")).split(",")
+                if x.isdigit()]
+    check(s.get("loops") == int(loops) and len(per_loop) == int(loops),
+          "STATS reports %s loops: loop_conns=%s" % (loops,
+                                                     s.get("loop_conns")))
+    check(all(n > 0 for n in per_loop),
+          "connections went to every loop: %s" % per_loop)
+    check(s.get("conns") == CONNS and sum(per_loop) == CONNS,
+          "the whole server: conns=%s, their sum %d" % (s.get("conns"),
+                                                        sum(per_loop)))
+    check(s.get("timers") == CONNS,
+          "one timer per connection, summed over the loops: timers=%s"
+          % s.get("timers"))
+    for c in conns:
+        c.close()
+
+    rc, _, r = run_load(args.load, srv.port, "--mode", "mixed", "--conns",
+                        200, "--duration-ms", 5000, "--interval-ms", 100,
+                        "--idle-ms", 3000, "--heartbeat-ms", 1000,
+                        "--slack-ms", 1000)
+    check(rc == 0, "echo-load mixed over %s loops: no violation" % loops)
+    check(r.get("server_loops") == float(loops),
+          "echo-load reports the loops: %s, connections %s"
+          % (r.get("server_loops"), r.get("server_loop_conns")))
+    rc, _, r = run_load(args.load, srv.port, "--mode", "rpc", "--conns", 8,
+                        "--inflight", 2, "--work-ms", "10-100",
+                        "--deadline-ms", "400-600", "--duration-ms", 3000,
+                        "--margin-ms", 100)
+    check(rc == 0 and r.get("ok", 0) > 0,
+          "echo-load rpc over %s loops: all OK, no violation" % loops)
+    srv.stop_and_check()
+    finish()
+
+
+if __name__ == "__main__":
+    main()

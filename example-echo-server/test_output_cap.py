@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The global output cap: clients that send and never read.  The server's
+queued replies stay within --max-output-bytes plus one read's replies per
+connection (STATS output_bytes, sampled), its peak RSS stays near that
+(not measured in sanitizer builds), a client that reads is served all
+along, and never-readers held over their share for --idle-ms get BYE
+slow."""
+
+import socket
+import subprocess
+import sys
+import time
+
+sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
+
+from echotest import (Conn, Server, check, finish, log, parse_args,
+                      run_load, stats)
+
+CAP = 2 << 20
+NOREAD = 40
+READ_SIZE = 65536  # one read of the server (READ_SIZE in server.h)
+IDLE_MS = 3000
+
+
+def slow(args):
+    """One client sends far more than it reads, so its queue stays over
+    the per-connection limit: BYE slow after --idle-ms, then the close."""
+    log("a client that never reads, until BYE slow")
+    srv = Server(args.server, args.timers, "--loops", args.loops,
+                 "--idle-ms", 1500, "--heartbeat-ms", 500)
+    # A small receive buffer, set before connecting: this side's kernel
+    # must not take in tens of megabytes of echoes for it.
+    c = Conn.__new__(Conn)
+    c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+    c.sock.connect(("127.0.0.1", srv.port))
+    c.buf, c.eof, c.t_last = b"", False, time.monotonic()
+    c.sock.setblocking(False)
+    sent = 0
+    chunk = b"z" * 1023 + b"\n"
+    t0 = time.monotonic()
+    blocked = None
+    # Until the server stops taking input (it stopped reading) for 1 s.
+    while time.monotonic() - t0 < 10 and sent < 96 << 20:
+        try:
+            sent += c.sock.send(chunk)
+            blocked = None
+        except BlockingIOError:
+            blocked = blocked or time.monotonic()
+            if time.monotonic() - blocked > 1.0:
+                break
+            time.sleep(0.01)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    log("  sent %d KB" % (sent >> 10))
+    s = {}
+    until = time.monotonic() + 15
+    while time.monotonic() < until:
+        s = stats(srv.port)
+        if s.get("slow_closes", 0) >= 1:
+            break
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    check(s.get("slow_closes") == 1,
+          "STATS slow_closes=1 after %.1f s: %s" % (took, s.get("slow_closes")))
+    check(took >= 1.5, "not before --idle-ms")
+    c.sock.setblocking(True)
+    eof, _ = c.expect_eof(timeout=20)  # reads the echoes, then BYE slow
+    check(eof, "and the server closed it")
+    c.close()
+    srv.stop_and_check()
+
+
+def main():
+    args = parse_args()
+    slow(args)
+    srv = Server(args.server, args.timers, "--loops", args.loops,
+                 "--max-output-bytes", CAP, "--idle-ms", IDLE_MS,
+                 "--heartbeat-ms", 1000)
+    time.sleep(0.3)
+    base_kb = srv.peak_rss_kb()
+    reader = Conn(srv.port)
+    argv = [args.load, "--port", str(srv.port), "--mode", "noread",
+            "--conns", str(NOREAD), "--interval-ms", "5", "--line-size",
+            "4096", "--duration-ms", "8000", "--idle-ms", str(IDLE_MS),
+            "--heartbeat-ms", "1000"]
+    log("running: " + " ".join(argv))
+    load = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    most = 0
+    echoes = 0
+    end = time.monotonic() + 7
+    while time.monotonic() < end:
+        reader.send("still served\n")
+        if reader.text(timeout=10) == "still served":
+            echoes += 1
+        reader.send("STATS\n")
+        line = reader.text(timeout=10) or ""
+        for kv in line.split():
+            if kv.startswith("output_bytes="):
+                most = max(most, int(kv.split("=")[1]))
+        time.sleep(0.2)
+    peak_kb = srv.peak_rss_kb()
+    out = load.communicate(timeout=120)[0].decode(errors="replace")
+    for line in out.splitlines():
+        log("  | " + line)
+    result = {}
+    for line in out.splitlines():
+        if line.startswith("RESULT "):
+            for kv in line.split()[1:]:
+                k, _, v = kv.partition("=")
+                result[k] = v
+    check(load.returncode == 0, "echo-load noread: no violation")
+    check(echoes >= 10, "a client that reads is served all along (%d)"
+          % echoes)
+    bound = CAP + NOREAD * READ_SIZE
+    check(most <= bound,
+          "queued replies, at most %d bytes, within the cap + one read per "
+          "connection (%d)" % (most, bound))
+    check(most > 0, "and the never-readers did queue replies")
+    grown = peak_kb - base_kb
+    log("  peak RSS %d KiB, %d KiB over the %d KiB at start"
+        % (peak_kb, grown, base_kb))
+    if args.sanitized:
+        log("  (sanitizer build: RSS not checked)")
+    else:
+        # Beyond the queued replies: each connection's line buffer
+        # (--max-line) and struct, libuv's, and the allocator's slack.
+        allowed = (bound + NOREAD * 8192) // 1024 + 32 * 1024
+        check(grown <= allowed, "peak RSS grew %d KiB, within %d KiB"
+              % (grown, allowed))
+    reader.close()
+    srv.stop_and_check()
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -7,8 +7,9 @@
 # Starts the server on a free port with small timings (PING after 500 ms of
 # silence, BYE after 1500 ms), then, talking to it with bash's /dev/tcp:
 # an echo, a connection left idle until PING and BYE idle, three requests
-# of which one misses its deadline, the STATS line, and a clean stop with
-# SIGTERM.  Exits non-zero if anything is not as described.
+# of which one misses its deadline, the STATS line, and a graceful drain on
+# SIGTERM: a request in flight gets its answer before BYE shutdown.  Exits
+# non-zero if anything is not as described.
 
 set -euo pipefail
 
@@ -115,12 +116,25 @@ echo "  conns: open connections; timers: active uvtw timers (one per"
 echo "  connection, one per request in flight); tasks: live uvtw tasks (the"
 echo "  'slow' work is still sleeping on the threadpool); wakeups: times the"
 echo "  wheel's one uv_timer_t woke the loop; then closes for idleness and"
-echo "  the requests answered OK and TIMEOUT."
+echo "  the requests answered OK and TIMEOUT; then the limits: requests"
+echo "  turned away (BUSY), accept errors, lines cut by their deadline, slow"
+echo "  readers closed, replies queued; and the loops with their connections."
 
-say "5. SIGTERM: the server says BYE to every client and exits 0"
+say "5. SIGTERM: a graceful drain, then BYE to every client and exit 0"
+echo "  A request is still running when SIGTERM comes. The server stops"
+echo "  accepting and reading at once, lets the request finish (up to"
+echo "  --drain-ms), then says BYE shutdown. The signal is taken on the main"
+echo "  thread, which reaches the loop with uvtw_submit on its wheel."
+send $c "REQ drain 1500 5000"
+sleep 0.3
 kill -TERM "$server_pid"
 echo "  $(printf '%6s' "$(ms)") ms    (sent SIGTERM to the server)"
-recv $c || true
+recv $c 10 || fail "the connection closed before the answer"
+while [[ $line == PING ]]; do # sent before the signal: the drain sends none
+  recv $c 10 || fail "the connection closed before the answer"
+done
+[[ $line == "OK drain" ]] || fail "expected OK drain during the drain"
+recv $c 10 || true
 [[ $line == "BYE shutdown" ]] || fail "expected BYE shutdown"
 recv $c && fail "expected the server to close the connection"
 exec {c}>&-

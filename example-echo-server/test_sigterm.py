@@ -16,7 +16,9 @@ from echotest import Conn, Server, check, finish, log, parse_args
 
 def scenario(args, sig):
     log("%s with work in flight" % signal.Signals(sig).name)
-    srv = Server(args.server, args.timers, "--stats-ms", "200")
+    # A short drain: the requests below outlast any drain (see test_drain).
+    srv = Server(args.server, args.timers, "--stats-ms", "200",
+                 "--drain-ms", "1000")
     conns = []
     for i in range(40):
         c = Conn(srv.port)

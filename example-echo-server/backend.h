@@ -99,7 +99,7 @@ struct xbackend_s {
   /* The wheel backend's timers and work; for both backends, the way
    * other threads reach the loop (uvtw_submit, any thread) until close. */
   uvtw_wheel_t* wheel;
-  xwork_t works;       /* list head: works without a done call yet */
+  xwork_t works; /* list head: works without a done call yet */
   uint64_t works_live;
   uint64_t timers_active; /* uv backend: counted by hand */
   uint64_t fired;         /* uv backend: timer callbacks run */

@@ -278,9 +278,9 @@ static void conn_timer(xtimer_t* t) {
     if (silent >= opt.idle_ms) {
       late = silent - opt.idle_ms;
       counter_add(&lp->stat.idle_closes, 1);
-      counter_add(&lp->stat.idle_late[late < LATE_BUCKETS ? late
-                                                         : LATE_BUCKETS - 1],
-                  1);
+      counter_add(
+          &lp->stat.idle_late[late < LATE_BUCKETS ? late : LATE_BUCKETS - 1],
+          1);
       conn_bye(c, "BYE idle\n");
       return;
     }

@@ -42,7 +42,6 @@ int output_over_share(const conn_t* c) {
 }
 
 
-
 /* Pauses every connection above its share: runs once each time the loop
  * goes over its budget, not on every write. */
 static void output_squeeze(loop_t* lp) {
@@ -129,8 +128,8 @@ int work_admit(void) {
   do {
     if (n >= opt.max_work_inflight)
       return 0;
-  } while (!atomic_compare_exchange_weak_explicit(&srv.work_inflight, &n,
-                                                  n + 1, memory_order_relaxed,
+  } while (!atomic_compare_exchange_weak_explicit(&srv.work_inflight, &n, n + 1,
+                                                  memory_order_relaxed,
                                                   memory_order_relaxed));
   return 1;
 }

@@ -187,8 +187,8 @@ static void handle_rpc_reply(conn_t* c, const char* line, int kind) {
      * the server must not even have started. */
     g.req_busy++;
     if (took > (double) (r->deadline_ms + g.margin_ms))
-      violation(c, "BUSY %llu after %.1f ms, later than its deadline %u ms",
-                id, took, r->deadline_ms);
+      violation(c, "BUSY %llu after %.1f ms, later than its deadline %u ms", id,
+                took, r->deadline_ms);
   } else if (ok) {
     g.req_ok++;
     if (r->work_ms > (uint64_t) r->deadline_ms + g.margin_ms)
@@ -273,12 +273,15 @@ static void handle_line(conn_t* c, char* line, size_t len) {
       if (c->role != ROLE_SLOWLORIS)
         violation(c, "ERR line timeout, but its lines all ended");
       else if (age < (double) g.line_timeout_ms - CLOCK_SLACK_MS)
-        violation(c, "ERR line timeout %.1f ms into the line: early, the "
-                  "limit is %" PRIu64, age, g.line_timeout_ms);
+        violation(c,
+                  "ERR line timeout %.1f ms into the line: early, the "
+                  "limit is %" PRIu64,
+                  age, g.line_timeout_ms);
       else if (age > (double) (g.line_timeout_ms + g.slack_ms))
-        violation(c, "ERR line timeout %.1f ms into the line: later than "
-                  "%" PRIu64 " + %" PRIu64, age, g.line_timeout_ms,
-                  g.slack_ms);
+        violation(c,
+                  "ERR line timeout %.1f ms into the line: later than "
+                  "%" PRIu64 " + %" PRIu64,
+                  age, g.line_timeout_ms, g.slack_ms);
     } else if (c->cause == CAUSE_SLOW) {
       double age = ms_since(c->started);
       sample(&g.slow_after, age);
@@ -287,8 +290,10 @@ static void handle_line(conn_t* c, char* line, size_t len) {
       if (c->role != ROLE_NOREAD)
         violation(c, "BYE slow on a connection that reads");
       else if (age < (double) g.idle_ms - CLOCK_SLACK_MS)
-        violation(c, "BYE slow %.1f ms after connecting: sooner than "
-                  "idle %" PRIu64, age, g.idle_ms);
+        violation(c,
+                  "BYE slow %.1f ms after connecting: sooner than "
+                  "idle %" PRIu64,
+                  age, g.idle_ms);
     } else if (c->cause == CAUSE_ERR) {
       violation(c, "server said '%s'", line);
     }
@@ -322,8 +327,7 @@ static void handle_line(conn_t* c, char* line, size_t len) {
     return;
   }
   if (c->role == ROLE_SLOWLORIS && strcmp(line, "PING") != 0) {
-    violation(c, "a line for a connection that never ended one: '%.60s'",
-              line);
+    violation(c, "a line for a connection that never ended one: '%.60s'", line);
     return;
   }
   if (c->role == ROLE_ACTIVE && c->seq_echoed < c->seq_sent) {
@@ -475,8 +479,7 @@ void noread_start_reading(void) {
 static void on_tcp_closed(uv_handle_t* handle) {
   conn_t* c = handle->data;
   int again = ((c->role == ROLE_IDLE && c->cause == CAUSE_IDLE) ||
-               (c->role == ROLE_SLOWLORIS &&
-                c->cause == CAUSE_LINE_TIMEOUT)) &&
+               (c->role == ROLE_SLOWLORIS && c->cause == CAUSE_LINE_TIMEOUT)) &&
               !c->closing_by_us && !g.no_reconnect && g.phase == PHASE_RUN;
 
   c->state = SLOT_FREE;

@@ -116,8 +116,9 @@ void parse_args(int argc, char** argv) {
       else if (strcmp(optarg, "noread") == 0)
         g.mode = MODE_NOREAD;
       else {
-        fprintf(stderr, "echo-load: --mode is active, idle, mixed, rpc, "
-                        "slowloris or noread\n");
+        fprintf(stderr,
+                "echo-load: --mode is active, idle, mixed, rpc, "
+                "slowloris or noread\n");
         exit(2);
       }
       break;
@@ -156,7 +157,8 @@ void parse_args(int argc, char** argv) {
       opt_range("work-ms", optarg, 3600000, &g.work_min, &g.work_max);
       break;
     case 'D':
-      opt_range("deadline-ms", optarg, 3600000, &g.deadline_min, &g.deadline_max);
+      opt_range("deadline-ms", optarg, 3600000, &g.deadline_min,
+                &g.deadline_max);
       break;
     case 'n':
       g.inflight = (unsigned) opt_number("inflight", optarg, 1, 1000);

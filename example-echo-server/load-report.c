@@ -12,8 +12,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static const char* const role_names[] = {"active", "idle", "rpc",
-                                         "slowloris", "noread"};
+static const char* const role_names[] = {"active", "idle", "rpc", "slowloris",
+                                         "noread"};
 
 const char* const cause_names[CAUSE_COUNT] = {
     "idle", "busy", "shutdown", "err", "eof", "error", "line_timeout", "slow"};
@@ -72,8 +72,7 @@ void violation(const conn_t* c, const char* fmt, ...) {
   }
   fprintf(stderr, "echo-load: VIOLATION");
   if (c != NULL)
-    fprintf(stderr, " conn %d (%s)", c->index,
-            role_names[c->role]);
+    fprintf(stderr, " conn %d (%s)", c->index, role_names[c->role]);
   fprintf(stderr, " at %.1f ms: ", (uv_hrtime() - g.t0) / 1e6);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
@@ -85,7 +84,6 @@ void violation(const conn_t* c, const char* fmt, ...) {
 double ms_since(uint64_t then) {
   return (double) (uv_hrtime() - then) / 1e6;
 }
-
 
 
 void summary(double secs) {
@@ -122,8 +120,8 @@ void summary(double secs) {
       print_samples("ERR line timeout lateness", &g.line_late);
     if (g.n_noread > 0) {
       print_samples("BYE slow, since connect", &g.slow_after);
-      printf("  noread closed by the server before they read: %" PRIu64
-             "\n", g.noread_cut);
+      printf("  noread closed by the server before they read: %" PRIu64 "\n",
+             g.noread_cut);
     }
     if (g.mode == MODE_RPC) {
       printf("  requests sent=%zu ok=%" PRIu64 " timeout=%" PRIu64
@@ -153,10 +151,9 @@ void summary(double secs) {
          " idle_closes=%" PRIu64
          " late_p50=%.1f late_p99=%.1f"
          " late_max=%.1f ok=%" PRIu64 " timeout=%" PRIu64
-         " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64
-         " busy=%" PRIu64 " line_timeouts=%" PRIu64 " slow_closes=%" PRIu64
-         " noread_cut=%" PRIu64
-         " server_loops=%s server_loop_conns=%s\n",
+         " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64 " busy=%" PRIu64
+         " line_timeouts=%" PRIu64 " slow_closes=%" PRIu64
+         " noread_cut=%" PRIu64 " server_loops=%s server_loop_conns=%s\n",
          g.violations, g.msgs, g.echoed, pct(&g.rtt, 0.5), pct(&g.rtt, 0.99),
          pct(&g.rtt, 1.0), g.pings, g.closes[CAUSE_IDLE],
          pct(&g.idle_late, 0.5), pct(&g.idle_late, 0.99),
@@ -165,8 +162,7 @@ void summary(double secs) {
          g.closes[CAUSE_BUSY] + g.closes[CAUSE_ERR] + g.closes[CAUSE_EOF] +
              g.closes[CAUSE_RESET],
          g.req_busy, g.closes[CAUSE_LINE_TIMEOUT], g.closes[CAUSE_SLOW],
-         g.noread_cut,
-         loops, loop_conns);
+         g.noread_cut, loops, loop_conns);
   fflush(stdout);
 }
 
@@ -191,8 +187,7 @@ void server_stats_query(void) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   if (connect(fd, (struct sockaddr*) &g.addr,
               g.addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                           : sizeof(struct sockaddr_in)) ==
-          0 &&
+                                           : sizeof(struct sockaddr_in)) == 0 &&
       write(fd, "STATS\n", 6) == 6) {
     while (len < sizeof(buf) - 1 &&
            (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0) {

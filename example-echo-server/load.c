@@ -58,8 +58,7 @@ static int owed(void) {
         (c->seq_echoed < c->seq_sent || c->inflight > 0))
       return 1;
     /* A slowloris connection is owed its ERR line timeout. */
-    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS &&
-        c->cause == -1)
+    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS && c->cause == -1)
       return 1;
   }
   return 0;
@@ -92,17 +91,15 @@ void finish(void) {
                 c->seq_sent - c->seq_echoed);
     if (c->state == SLOT_OPEN && c->inflight > 0)
       violation(c, "%u requests never answered", c->inflight);
-    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS &&
-        c->cause == -1 && c->line_started != 0 &&
-        ms_since(c->line_started) >
-            (double) (g.line_timeout_ms + g.slack_ms))
+    if (c->state == SLOT_OPEN && c->role == ROLE_SLOWLORIS && c->cause == -1 &&
+        c->line_started != 0 &&
+        ms_since(c->line_started) > (double) (g.line_timeout_ms + g.slack_ms))
       violation(c, "no ERR line timeout %.1f ms into the line",
                 ms_since(c->line_started));
     c->closing_by_us = 1;
     conn_close(c);
   }
 }
-
 
 
 int main(int argc, char** argv) {
@@ -120,9 +117,10 @@ int main(int argc, char** argv) {
   }
   fd_limit = raise_fd_limit();
   if (fd_limit < (uint64_t) g.nconns + 64) {
-    logf_("%d connections need more file descriptors than the limit of "
-          "%" PRIu64 ": raise ulimit -n",
-          g.nconns, fd_limit);
+    logf_(
+        "%d connections need more file descriptors than the limit of "
+        "%" PRIu64 ": raise ulimit -n",
+        g.nconns, fd_limit);
     return 2;
   }
   g.rng = g.seed * 2654435761u + 88172645463325252ull;

@@ -53,12 +53,12 @@ typedef enum {
 
 /* Why a connection ended, from our side of it. */
 enum {
-  CAUSE_IDLE,     /* BYE idle */
-  CAUSE_BUSY,     /* BYE busy */
-  CAUSE_SHUTDOWN, /* BYE shutdown */
-  CAUSE_ERR,      /* ERR ... then a close (line too long) */
-  CAUSE_EOF,      /* closed without a BYE */
-  CAUSE_RESET,    /* a read error */
+  CAUSE_IDLE,         /* BYE idle */
+  CAUSE_BUSY,         /* BYE busy */
+  CAUSE_SHUTDOWN,     /* BYE shutdown */
+  CAUSE_ERR,          /* ERR ... then a close (line too long) */
+  CAUSE_EOF,          /* closed without a BYE */
+  CAUSE_RESET,        /* a read error */
   CAUSE_LINE_TIMEOUT, /* ERR line timeout */
   CAUSE_SLOW,         /* BYE slow */
   CAUSE_COUNT
@@ -169,9 +169,9 @@ struct load_s {
   uint64_t req_ok;
   uint64_t req_timeout;
   uint64_t req_busy;
-  uint64_t noread_cut; /* noread: closed by the server before it read */
-  samples_t line_late; /* ERR line timeout: since the line began - limit */
-  samples_t slow_after; /* BYE slow: since the connect */
+  uint64_t noread_cut;     /* noread: closed by the server before it read */
+  samples_t line_late;     /* ERR line timeout: since the line began - limit */
+  samples_t slow_after;    /* BYE slow: since the connect */
   char server_stats[1024]; /* the server's STATS line as the run ended */
   uint64_t violations;
   uint64_t rng;

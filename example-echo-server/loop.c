@@ -28,7 +28,7 @@
  */
 
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* accept4 */
+# define _GNU_SOURCE /* accept4 */
 #endif
 
 #include "server.h"

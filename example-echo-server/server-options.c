@@ -94,11 +94,11 @@ void parse_args(int argc, char** argv) {
     case 't':
       if (strcmp(optarg, "wheel") == 0) {
         opt.kind = XBACKEND_WHEEL;
-  opt.line_timeout_ms = 10000;
-  opt.max_output_bytes = 64 << 20;
-  opt.max_work_inflight = 0;
-  opt.drain_ms = 5000;
-  opt.loops = 1;
+        opt.line_timeout_ms = 10000;
+        opt.max_output_bytes = 64 << 20;
+        opt.max_work_inflight = 0;
+        opt.drain_ms = 5000;
+        opt.loops = 1;
       } else if (strcmp(optarg, "uv") == 0) {
         opt.kind = XBACKEND_UV;
       } else {

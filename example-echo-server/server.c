@@ -69,9 +69,10 @@ static void wait_for_signals(const sigset_t* set) {
       continue; /* EAGAIN every tick: are the loops still running? */
     signals++;
     if (signals == 1) {
-      logf_("%s: shutting down: no new connections or requests, draining "
-            "requests in flight for up to %" PRIu64 " ms",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", opt.drain_ms);
+      logf_(
+          "%s: shutting down: no new connections or requests, draining "
+          "requests in flight for up to %" PRIu64 " ms",
+          sig == SIGINT ? "SIGINT" : "SIGTERM", opt.drain_ms);
       loops_post_drain(0);
     } else if (signals == 2) {
       logf_("%s again: skipping the drain",
@@ -142,22 +143,22 @@ int main(int argc, char** argv) {
 
   /* What the comparison between the backends reads. */
   getrusage(RUSAGE_SELF, &ru);
-  logf_("exit: timers=%s loops=%u cpu user=%.3fs sys=%.3fs maxrss=%ldKB "
-        "idle_closes=%" PRIu64 " lateness p50=%" PRIu64 "ms p99=%" PRIu64
-        "ms max=%s%" PRIu64 "ms req_ok=%" PRIu64 " req_timeout=%" PRIu64
-        " req_busy=%" PRIu64 " accept_errors=%" PRIu64,
-        xbackend_name(opt.kind), srv.nloops,
-        (double) ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
-        (double) ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
-        peak_rss_kb(), stats_total(offsetof(loop_stats_t, idle_closes)),
-        late_percentile(0.50), late_percentile(0.99),
-        stats_total(offsetof(loop_stats_t, idle_late[LATE_BUCKETS - 1]))
-            ? ">="
-            : "",
-        late_percentile(1.0), stats_total(offsetof(loop_stats_t, req_ok)),
-        stats_total(offsetof(loop_stats_t, req_timeout)),
-        stats_total(offsetof(loop_stats_t, req_busy)),
-        stats_total(offsetof(loop_stats_t, accept_errors)));
+  logf_(
+      "exit: timers=%s loops=%u cpu user=%.3fs sys=%.3fs maxrss=%ldKB "
+      "idle_closes=%" PRIu64 " lateness p50=%" PRIu64 "ms p99=%" PRIu64
+      "ms max=%s%" PRIu64 "ms req_ok=%" PRIu64 " req_timeout=%" PRIu64
+      " req_busy=%" PRIu64 " accept_errors=%" PRIu64,
+      xbackend_name(opt.kind), srv.nloops,
+      (double) ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+      (double) ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, peak_rss_kb(),
+      stats_total(offsetof(loop_stats_t, idle_closes)), late_percentile(0.50),
+      late_percentile(0.99),
+      stats_total(offsetof(loop_stats_t, idle_late[LATE_BUCKETS - 1])) ? ">="
+                                                                       : "",
+      late_percentile(1.0), stats_total(offsetof(loop_stats_t, req_ok)),
+      stats_total(offsetof(loop_stats_t, req_timeout)),
+      stats_total(offsetof(loop_stats_t, req_busy)),
+      stats_total(offsetof(loop_stats_t, accept_errors)));
   loops_free();
   uv_cond_destroy(&work_cond);
   uv_mutex_destroy(&work_mutex);

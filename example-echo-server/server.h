@@ -132,9 +132,8 @@ typedef struct {
 typedef _Atomic uint64_t counter_t;
 
 static inline void counter_add(counter_t* c, uint64_t n) {
-  atomic_store_explicit(
-      c, atomic_load_explicit(c, memory_order_relaxed) + n,
-      memory_order_relaxed);
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                        memory_order_relaxed);
 }
 
 
@@ -181,13 +180,13 @@ struct loop_s {
   uv_check_t publish; /* copies the backend's counters into stat */
   uv_timer_t stats_timer;
   xtimer_t drain_timer;
-  conn_t conns;    /* list head */
-  uint64_t nconns; /* open connections (not counting "BYE busy" ones) */
-  uint64_t live;   /* connection structs not freed yet */
+  conn_t conns;      /* list head */
+  uint64_t nconns;   /* open connections (not counting "BYE busy" ones) */
+  uint64_t live;     /* connection structs not freed yet */
   uint64_t inflight; /* requests waiting for an answer on this loop */
   loop_phase_t phase;
-  int closing; /* xbackend_close called */
-  int loop_close_err; /* what uv_loop_close said, for main */
+  int closing;          /* xbackend_close called */
+  int loop_close_err;   /* what uv_loop_close said, for main */
   uv_mutex_t ctl_mutex; /* orders control tasks against the wheel's close */
   int ctl_closed;       /* under ctl_mutex: no more control tasks */
   /* Output: bytes of replies queued on this loop, and its share of
@@ -207,13 +206,14 @@ struct loop_s {
 struct server_s {
   loop_t* loops[MAX_LOOPS];
   unsigned nloops;
-  int port; /* the port every loop listens on */
-  atomic_uint_fast64_t nconns;    /* open connections on all loops */
+  int port;                           /* the port every loop listens on */
+  atomic_uint_fast64_t nconns;        /* open connections on all loops */
   atomic_uint_fast64_t work_inflight; /* requests queued or running */
-  atomic_uint_fast64_t accept_log_ms; /* when the last accept error was logged */
+  atomic_uint_fast64_t
+      accept_log_ms; /* when the last accept error was logged */
   atomic_uint_fast64_t accept_logged; /* accept errors logged so far */
-  atomic_int loops_running;  /* threads that have not returned yet */
-  atomic_int loops_draining; /* loops that have not stopped yet */
+  atomic_int loops_running;           /* threads that have not returned yet */
+  atomic_int loops_draining;          /* loops that have not stopped yet */
 };
 
 extern struct server_s srv;

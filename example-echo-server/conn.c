@@ -12,6 +12,7 @@
 
 static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+static void conn_input(conn_t* c, const char* p, size_t len);
 static void conn_timer(xtimer_t* t);
 static void conn_arm(conn_t* c);
 
@@ -110,6 +111,18 @@ void conn_resume(conn_t* c, int why) {
   /* Its silence while paused was ours, not the client's. */
   c->last_activity = uv_now(&c->lp->loop);
   conn_arm(c);
+  if (c->pending != NULL) {
+    /* The lines left over from its last read come first; they may pause
+     * it again, and then keep waiting. */
+    char* pending = c->pending;
+    size_t len = c->pending_len;
+    c->pending = NULL;
+    c->pending_len = 0;
+    conn_input(c, pending, len);
+    free(pending);
+    if (c->paused != 0)
+      return;
+  }
   if (c->state == CONN_OPEN &&
       uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0)
     conn_close(c);
@@ -125,6 +138,7 @@ static void conn_unref(conn_t* c) {
   if (--c->refs > 0)
     return;
   free(c->line);
+  free(c->pending);
   free(c);
   lp->live--;
   loop_maybe_finish(lp);
@@ -336,29 +350,31 @@ static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf) {
 }
 
 
-static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  conn_t* c = stream->data;
+/* Handles input: every complete line, and the start of the next one.
+ * Replies are sent at least every OUT_CHUNK bytes; if that pauses the
+ * connection (its queue, or the loop's, is over the limit), the lines not
+ * handled yet wait in c->pending until it resumes, so one read never
+ * queues more than OUT_CHUNK plus one reply beyond the limits, whatever
+ * the lines ask for (a read full of STATS lines would be 4 MB). */
+static void conn_input(conn_t* c, const char* p, size_t len) {
   loop_t* lp = c->lp;
-  const char* p = buf->base;
-  const char* end;
+  const char* end = p + len;
   const char* nl;
   size_t n;
 
-  if (nread < 0) {
-    conn_close(c); /* EOF or error: nobody is left to answer */
-    return;
-  }
-  if (nread == 0)
-    return;
-  end = p + nread;
-
-  /* Activity: once per read, not per line, is enough.  Bytes that do not
-   * complete a line count too, but they do not move the line's deadline:
-   * line_started is set only when a line begins. */
-  c->last_activity = uv_now(&lp->loop);
-
   lp->out_len = 0;
   while (p < end && c->state == CONN_OPEN) {
+    if (lp->out_len >= OUT_CHUNK) {
+      out_flush(c);
+      if (c->state != CONN_OPEN)
+        break;
+      if (c->paused & (PAUSE_OWN | PAUSE_CAP)) {
+        c->pending_len = (size_t) (end - p);
+        c->pending = xmalloc(c->pending_len);
+        memcpy(c->pending, p, c->pending_len);
+        break;
+      }
+    }
     nl = memchr(p, '\n', (size_t) (end - p));
     n = (size_t) ((nl != NULL ? nl : end) - p);
     if (c->line_len > 0 || nl == NULL) {
@@ -390,6 +406,23 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
       conn_arm(c);
   }
   lp->out_len = 0;
+}
+
+
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  conn_t* c = stream->data;
+
+  if (nread < 0) {
+    conn_close(c); /* EOF or error: nobody is left to answer */
+    return;
+  }
+  if (nread == 0)
+    return;
+  /* Activity: once per read, not per line, is enough.  Bytes that do not
+   * complete a line count too, but they do not move the line's deadline:
+   * line_started is set only when a line begins. */
+  c->last_activity = uv_now(&c->lp->loop);
+  conn_input(c, buf->base, (size_t) nread);
 }
 
 

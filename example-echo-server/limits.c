@@ -8,9 +8,11 @@
  * kernel.  When a loop's total passes its budget, the connections whose own
  * queues are above their fair share (budget / connections on the loop)
  * stop being read until they have drained; the others, which read their
- * replies, go on.  Past the budget a connection still finishes the read in
- * hand, so the loop can go over it by at most the replies to one read
- * (READ_SIZE bytes of input) per connection.
+ * replies, go on.  Past the budget a connection may still add one piece
+ * of replies (OUT_CHUNK plus one reply, see conn_input) before it is
+ * paused, so a loop can go over its budget by at most that much per
+ * connection; the input it has not handled then waits in its pending
+ * buffer (at most one read, READ_SIZE).
  *
  * Slow.  A connection paused for its output (over its share of the budget,
  * or over WRITE_QUEUE_HIGH on its own) is slow from then (slow_since) until

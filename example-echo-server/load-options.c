@@ -31,6 +31,8 @@ void usage(FILE* f) {
 "  --slack-ms N           how late BYE idle or ERR line timeout may be\n"
 "                         (default 500)\n"
 "  --line-timeout-ms N    the server's --line-timeout-ms (default 10000)\n"
+"  --noread-stats         noread: send STATS lines, whose replies are ~60\n"
+"                         times their size, instead of echo lines\n"
 "  --work-ms A[-B]        rpc: work per request, uniform (default 10-200)\n"
 "  --deadline-ms A[-B]    rpc: deadline per request, uniform (default 10-200)\n"
 "  --inflight N           rpc: requests in flight per connection (default 1)\n"
@@ -68,6 +70,7 @@ void parse_args(int argc, char** argv) {
       {"seed", required_argument, NULL, 'e'},
       {"quiet", no_argument, NULL, 'q'},
       {"line-timeout-ms", required_argument, NULL, 'T'},
+      {"noread-stats", no_argument, NULL, 'N'},
       {"help", no_argument, NULL, 'x'},
       {NULL, 0, NULL, 0}};
   int port_set = 0;
@@ -177,6 +180,9 @@ void parse_args(int argc, char** argv) {
       break;
     case 'T':
       g.line_timeout_ms = opt_number("line-timeout-ms", optarg, 1, 86400000);
+      break;
+    case 'N':
+      g.noread_stats = 1;
       break;
     case 'q':
       g.quiet = 1;

@@ -120,7 +120,8 @@ void summary(double secs) {
       print_samples("ERR line timeout lateness", &g.line_late);
     if (g.n_noread > 0) {
       print_samples("BYE slow, since connect", &g.slow_after);
-      printf("  noread closed by the server before they read: %" PRIu64 "\n",
+      printf("  noread closed by the server before they read it all: %" PRIu64
+             "\n",
              g.noread_cut);
     }
     if (g.mode == MODE_RPC) {

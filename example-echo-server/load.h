@@ -126,6 +126,7 @@ struct load_s {
   uint64_t slack_ms;
   uint64_t margin_ms;
   uint64_t line_timeout_ms;
+  int noread_stats; /* noread connections send STATS, not echo lines */
   uint64_t max_msgs;
   int line_size;
   uint64_t work_min, work_max;

@@ -38,6 +38,9 @@
 #define LATE_BUCKETS 1001
 /* One read: libuv reads into this much at a time (see on_alloc). */
 #define READ_SIZE 65536
+/* Replies to one read are sent in pieces of about this size, and a
+ * connection paused by one stops handling its read there (conn_input). */
+#define OUT_CHUNK 65536
 
 typedef struct loop_s loop_t;
 typedef struct conn_s conn_t;
@@ -111,6 +114,8 @@ struct conn_s {
   uint64_t queued;        /* bytes of replies written but not sent yet */
   char* line; /* the start of a line whose end has not arrived yet */
   size_t line_len;
+  char* pending; /* input not handled yet because it was paused */
+  size_t pending_len;
   conn_state_t state;
   int counted; /* counted in nconns; a "BYE busy" connection is not */
   int paused;  /* reading stopped: PAUSE_* bits */

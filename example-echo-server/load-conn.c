@@ -96,25 +96,27 @@ static void on_send_timer(uv_timer_t* handle) {
   if (c->state != SLOT_OPEN || !may_send())
     return;
   if (c->role == ROLE_NOREAD) {
-    /* As much as a burst, as long as this side's own queue is short. */
-    size_t burst = 0;
+    /* As much as a burst, in one write, as long as this side's own queue
+     * is short. */
+    static char burst[NOREAD_BURST + sizeof(buf)];
+    size_t n = 0;
     if (c->tcp.write_queue_size > NOREAD_QUEUE_MAX) {
       g.skipped++;
       return;
     }
-    while (burst < NOREAD_BURST && may_send()) {
+    while (n < NOREAD_BURST && may_send()) {
       if (g.noread_stats) {
-        memcpy(buf, "STATS\n", 6);
-        len = 6;
+        memcpy(burst + n, "STATS\n", 6);
+        n += 6;
       } else {
-        len = echo_line(c, c->seq_sent, buf, sizeof(buf));
+        n += echo_line(c, c->seq_sent, burst + n, sizeof(buf));
       }
-      c->last_activity = uv_hrtime();
       c->seq_sent++;
       g.msgs++;
-      burst += len;
-      conn_send(c, buf, len);
     }
+    c->last_activity = uv_hrtime();
+    if (n > 0)
+      conn_send(c, burst, n);
     return;
   }
   if (c->seq_sent - c->seq_echoed >= RING) {

@@ -18,6 +18,9 @@ INFLIGHT = 8
 FLOOD = 300
 WORK_MS = 3000
 DEADLINE_MS = 100
+# "At once", on a loaded machine under a sanitizer: a busy machine can
+# hold the server off a core for longer than the deadline.
+BUSY_SLACK_MS = 2000
 
 
 def main():
@@ -44,7 +47,7 @@ def main():
             twice.append(line)
         replies[rid] = kind
         took = (time.monotonic() - t0) * 1000
-        if kind == "BUSY" and took > DEADLINE_MS:
+        if kind == "BUSY" and took > DEADLINE_MS + BUSY_SLACK_MS:
             busy_late.append((rid, took))
     kinds = {}
     for k in replies.values():
@@ -57,11 +60,9 @@ def main():
           "each is BUSY or TIMEOUT: %s" % kinds)
     check(kinds.get("BUSY", 0) >= FLOOD // 2,
           "most are turned away at once: %d BUSY" % kinds.get("BUSY", 0))
-    # The busy machine may delay a whole read; BUSY is decided when the
-    # line is read, so only a generous bound is checked.
-    check(len(busy_late) <= FLOOD // 10,
-          "BUSY comes before the deadline would have (late: %r)"
-          % busy_late[:3])
+    check(not busy_late,
+          "BUSY comes at once: within the deadline + %d ms (late: %r)"
+          % (BUSY_SLACK_MS, busy_late[:3]))
 
     # The cancelled works' done calls come a moment after their TIMEOUT.
     until = time.monotonic() + 10

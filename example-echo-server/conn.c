@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sys/ioctl.h>
+
 static void on_alloc(uv_handle_t* handle, size_t suggested, uv_buf_t* buf);
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
 static void conn_input(conn_t* c, const char* p, size_t len);
@@ -263,6 +265,27 @@ static void conn_arm(conn_t* c) {
 }
 
 
+/* Looks again in 1 ms, after this iteration's reads. */
+static void conn_arm_soon(conn_t* c) {
+  if (xtimer_start(&c->timer, conn_timer, 1) != 0)
+    conn_close(c);
+}
+
+
+/* Non-zero if the client's input waits unread in the kernel.  libuv runs
+ * timers before it polls, so a loop that was held up (descheduled on a
+ * busy machine) reaches the idle deadline before the input that arrived
+ * meanwhile: that client is not idle. */
+static int input_waiting(conn_t* c) {
+  uv_os_fd_t fd;
+  int n;
+
+  if (uv_fileno((uv_handle_t*) &c->tcp, &fd) != 0)
+    return 0;
+  return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+
 /* PING, BYE idle, ERR line timeout, BYE slow, or the end of a linger. */
 static void conn_timer(xtimer_t* t) {
   conn_t* c = t->data;
@@ -289,6 +312,10 @@ static void conn_timer(xtimer_t* t) {
   }
   if (!(c->paused & (PAUSE_OWN | PAUSE_CAP))) {
     silent = now - c->last_activity;
+    if (silent >= opt.heartbeat_ms && c->paused == 0 && input_waiting(c)) {
+      conn_arm_soon(c); /* the read comes in this iteration's poll */
+      return;
+    }
     if (silent >= opt.idle_ms) {
       late = silent - opt.idle_ms;
       counter_add(&lp->stat.idle_closes, 1);

@@ -57,6 +57,15 @@ static void req_work(xwork_t* w) {
   while (!atomic_load(&work_stop) && (now = uv_hrtime()) < end)
     uv_cond_timedwait(&work_cond, &work_mutex, end - now);
   uv_mutex_unlock(&work_mutex);
+  atomic_store(&r->finished_ms, uv_hrtime() / 1000000);
+}
+
+
+/* Non-zero if the work finished by the deadline (see req_s). */
+static int req_in_time(req_t* r) {
+  uint64_t finished = atomic_load(&r->finished_ms);
+
+  return finished != 0 && finished <= r->deadline_at;
 }
 
 
@@ -75,8 +84,14 @@ static void req_work_done(xwork_t* w, int status) {
   if (status != 0)
     counter_add(&lp->stat.req_cancelled, 1);
   if (c != NULL && status == 0) {
-    snprintf(buf, sizeof(buf), "OK %s", r->id);
-    counter_add(&lp->stat.req_ok, 1);
+    /* Done after its deadline, whose timer the loop has not reached yet. */
+    if (req_in_time(r)) {
+      snprintf(buf, sizeof(buf), "OK %s", r->id);
+      counter_add(&lp->stat.req_ok, 1);
+    } else {
+      snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
+      counter_add(&lp->stat.req_timeout, 1);
+    }
     req_detach(r);
     conn_reply(c, buf);
     xtimer_close(&r->deadline, req_deadline_closed);
@@ -92,12 +107,18 @@ static void req_deadline(xtimer_t* t) {
   conn_t* c = r->conn;
   char buf[REQ_ID_MAX + 16];
 
-  snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
-  counter_add(&lp->stat.req_timeout, 1);
+  /* Done in time, but its done call waits behind this timer. */
+  if (req_in_time(r)) {
+    snprintf(buf, sizeof(buf), "OK %s", r->id);
+    counter_add(&lp->stat.req_ok, 1);
+  } else {
+    snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
+    counter_add(&lp->stat.req_timeout, 1);
+    /* The late result is dropped when it comes; if the work has not
+     * started yet, it need not run at all. */
+    xwork_cancel(&r->work);
+  }
   req_detach(r);
-  /* The late result is dropped when it comes; if the work has not started
-   * yet, it need not run at all. */
-  xwork_cancel(&r->work);
   conn_reply(c, buf);
   xtimer_close(&r->deadline, req_deadline_closed); /* may free r */
   loop_maybe_finish(lp);
@@ -218,6 +239,8 @@ void handle_req(conn_t* c, const char* line, size_t len) {
   xtimer_init(&lp->backend, &r->deadline);
   /* The deadline first: once the work is submitted it may finish at any
    * moment, and its answer needs the deadline there to cancel. */
+  r->deadline_at = uv_now(&lp->loop) + deadline_ms;
+  atomic_init(&r->finished_ms, 0);
   err = xtimer_start(&r->deadline, req_deadline, deadline_ms);
   if (err == 0) {
     err = xwork_submit(&lp->backend, &r->work, req_work, req_work_done);

@@ -85,6 +85,15 @@ struct req_s {
   req_t* next; /* in conn->reqs while conn != NULL */
   req_t* prev;
   uint64_t work_ms; /* read by the threadpool: never changes after submit */
+  /* The deadline on the loop's clock (uv_now at the REQ + deadline_ms),
+   * and the moment the work finished on the same clock (uv_hrtime in ms;
+   * 0 until then), written by the threadpool thread.  The answer is OK
+   * iff finished_ms <= deadline_at, whichever of the deadline timer and
+   * the work's done call the loop happens to reach first: a loop that was
+   * held up (descheduled on a busy machine) reaches both in one
+   * iteration. */
+  uint64_t deadline_at;
+  _Atomic uint64_t finished_ms;
   /* 2 until both the work's done call and the deadline's close have run:
    * the threadpool may still be sleeping on a request long answered. */
   int refs;

@@ -9,7 +9,9 @@
  * it, or when a lazily re-armed timer's old slot comes due: then the pass
  * just re-files (cascades) and re-arms.  A pass collects what is due, then
  * runs it; a callback may start, stop or restart any timer, or close the
- * wheel. */
+ * wheel.  Work that the pass leaves due now runs in the next loop
+ * iteration, on every libuv: how the driver gets there depends on the
+ * libuv that runs (driver.h). */
 
 #include "driver.h"
 
@@ -75,17 +77,27 @@ static void driver_cb(uv_timer_t* driver) {
     wheel->fired++;
     timer->cb_(timer);
   }
+  /* Tasks that the callbacks submitted are taken in now, so that they hold
+   * the loop as timers do: from libuv 1.45 on, uv_run checks whether the
+   * loop is alive right after its timers phase, before the poll that would
+   * run the async callback.  Still inside the pass, so that filing them
+   * does not re-arm the driver. */
+  if (!wheel->closing &&
+      atomic_load_explicit(&wheel->tasks.queue, memory_order_relaxed) != NULL)
+    uvtw__tasks_async_cb(&wheel->async);
   wheel->in_pass = 0;
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   if (wheel->closing)
     return;
-  if (uvtw__core_next_tick(&wheel->core) <= wheel->core.now_tick) {
-    /* Work started during the pass is due already.  Re-arming the driver
-     * with 0 here would run it again in this same pass (libuv 1.44), so the
-     * prepare handle arms it for the next loop iteration. */
+  if (!wheel->rearm_in_cb &&
+      uvtw__core_next_tick(&wheel->core) <= wheel->core.now_tick) {
+    /* Work is due already, and this libuv would run a driver re-armed with
+     * 0 again in this same pass: the prepare handle arms it for the next
+     * iteration, and holds the loop until then if the work is referenced. */
     uv_prepare_start(&wheel->rearm, rearm_cb);
     uvtw__driver_sync_ref(wheel);
   } else {
+    /* From libuv 1.48 on, a re-arm with 0 runs in the next timers phase. */
     uvtw__driver_update(wheel);
   }
 }

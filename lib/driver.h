@@ -8,6 +8,28 @@
 
 #include "internal.h"
 
+/* What a timer re-armed with 0 inside its own callback does depends on the
+ * libuv that runs, not on the one uvtw was compiled against:
+ *   - libuv 1.44 to 1.47 run it again in the same pass of uv__run_timers
+ *     (and spin if it keeps doing so), and 1.45 to 1.47 check whether the
+ *     loop is alive right after that phase;
+ *   - libuv 1.48.0 and later (libuv pull request 4250) collect the due
+ *     timers before running any, so it runs in the next timers phase: the
+ *     next loop iteration, as any uv_timer_t started with 0 from a timer
+ *     callback does.
+ * So from 1.48 on, a pass that leaves work due now re-arms the driver with
+ * 0 from its own callback: the driver stays active and referenced, and the
+ * work runs in the same iteration as a uv_timer_t's would.  Before 1.48 it
+ * hands the re-arm to the rearm prepare handle, referenced meanwhile: the
+ * work runs in the next iteration (uvtw never spins), where a uv_timer_t
+ * would run in the same pass.  uv_version() of 1.48.0: */
+#define UVTW__LIBUV_COLLECTS_DUE_TIMERS 0x013000
+
+/* Non-zero if the libuv that runs lets the driver re-arm itself with 0. */
+static inline int uvtw__driver_can_rearm_in_cb(void) {
+  return uv_version() >= UVTW__LIBUV_COLLECTS_DUE_TIMERS;
+}
+
 /* Arms the driver for the core's next wake-up (loop thread, outside a pass),
  * and brings its ref state up to date. */
 void uvtw__driver_update(uvtw_wheel_t* wheel);
@@ -33,7 +55,9 @@ static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
 }
 
 /* Brings the driver's ref state up to date: referenced iff an active
- * referenced timer or a drained live task exists. */
+ * referenced timer or a drained live task exists.  The rearm handle
+ * follows, so that it holds the loop while it stands in for the driver;
+ * either handle counts for liveness only while it is active. */
 static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
   int want;
 
@@ -41,10 +65,13 @@ static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
   if (want == wheel->driver_ref)
     return;
   wheel->driver_ref = want;
-  if (want)
+  if (want) {
     uv_ref((uv_handle_t*) &wheel->driver);
-  else
+    uv_ref((uv_handle_t*) &wheel->rearm);
+  } else {
     uv_unref((uv_handle_t*) &wheel->driver);
+    uv_unref((uv_handle_t*) &wheel->rearm);
+  }
 }
 
 #endif /* UVTW_DRIVER_H */

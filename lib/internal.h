@@ -44,14 +44,14 @@ struct uvtw_wheel_s {
   /* The driver is armed for the core's next wake-up, or stopped when the
    * wheel is empty; never on a fixed tick. */
   uv_timer_t driver;
-  /* Re-arms the driver outside its own callback.  libuv 1.44 runs a timer
-   * re-armed with 0 inside its own callback again in the same pass, which
-   * would break the pass snapshot, so a pass that leaves work due now hands
-   * over to this prepare handle.  Always unreferenced. */
+  /* Re-arms the driver outside its own callback, on libuv before 1.48
+   * only (see driver.h).  Started only while such a re-arm is pending; its
+   * ref state follows the driver's, so it holds the loop meanwhile. */
   uv_prepare_t rearm;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uint64_t armed_tick; /* the driver's wake-up tick; UINT64_MAX if stopped */
-  int driver_ref;      /* uv_ref state of the driver */
+  int driver_ref;      /* uv_ref state of the driver (and of rearm) */
+  int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */
   int in_pass;         /* inside the driver callback */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */

@@ -64,6 +64,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->loop = loop;
   wheel->armed_tick = UINT64_MAX;
   wheel->driver_ref = 1;
+  wheel->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
   wheel->in_pass = 0;
   wheel->closing = UVTW__OPEN;
   wheel->handles_closing = 0;

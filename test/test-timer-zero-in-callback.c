@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* A timer that a uvtw callback starts (or restarts) with a deadline that is
- * already reached does not run in the same pass: it runs in the next loop
- * iteration, and a pass never spins.  (libuv 1.44 differs here for a
- * uv_timer_t started with 0 inside a uv_timer_t callback: it runs in the
- * same pass.  README.md, Semantics: "Snapshot" and "Which libuv".) */
+ * already reached, against a uv_timer_t twin started the same way from a
+ * uv_timer_t callback on the same loop:
+ *   - libuv 1.48 and later run the twin in the next timers phase, the next
+ *     loop iteration: uvtw runs its timer in that same iteration;
+ *   - libuv before 1.48 runs the twin again in the same pass (and spins if
+ *     it keeps restarting itself with 0): there uvtw still waits for the
+ *     next iteration.  A uvtw pass never spins.
+ * So on every libuv the uvtw timer runs in the iteration after the pass
+ * that started it, and the test checks which of the two the twin did
+ * against uv_version(), the run-time check the driver makes (driver.h).
+ * Order: a uvtw timer started in a pass never runs before the timers that
+ * were already due in that pass.  (README.md, Semantics: "Snapshot" and
+ * "Which libuv".) */
 
 #include <stdint.h>
 
@@ -12,20 +21,32 @@
 #include "test.h"
 #include "uvtw.h"
 
+#define REPEATS 10
+
 static uv_loop_t loop;
 static uvtw_wheel_t* wheel;
 static uv_check_t check;
-static int64_t iteration;  /* incremented at the end of every iteration */
+static int64_t iteration; /* incremented at the end of every iteration */
 static int close_cb_called;
+
+/* Per timer: the iterations of its runs. */
+struct record {
+  int runs;
+  int64_t iter[2 * REPEATS];
+};
 
 static uvtw_timer_t a;
 static uvtw_timer_t b;
 static uvtw_timer_t c;
-static int a_fired;
-static int b_fired;
-static int c_fired;
-static int64_t a_iter;
-static int64_t b_iter;
+static uv_timer_t ua;
+static uv_timer_t ub;
+static uv_timer_t uc;
+static struct record ra;
+static struct record rb;
+static struct record rc;
+static struct record rua;
+static struct record rub;
+static struct record ruc;
 
 
 static void check_cb(uv_check_t* handle) {
@@ -34,94 +55,152 @@ static void check_cb(uv_check_t* handle) {
 }
 
 
+static void note(struct record* r) {
+  ASSERT_LT(r->runs, 2 * REPEATS);
+  r->iter[r->runs++] = iteration;
+}
+
+
+static void reset(void) {
+  ra.runs = rb.runs = rc.runs = 0;
+  rua.runs = rub.runs = ruc.runs = 0;
+}
+
+
+/* This libuv runs a timer started with 0 from a timer callback in the next
+ * timers phase, not in the same pass. */
+static int libuv_runs_it_next(void) {
+  return uv_version() >= 0x013000; /* 1.48.0 */
+}
+
+
+/* The twin, started from a callback in iteration uv_started, ran in
+ * iteration uv_ran: check that against the libuv release.  The uvtw timer,
+ * started in tw_started, ran in tw_ran: the next iteration. */
+static void like_twin(int64_t uv_started,
+                      int64_t uv_ran,
+                      int64_t tw_started,
+                      int64_t tw_ran) {
+  if (libuv_runs_it_next())
+    ASSERT_EQ(uv_started + 1, uv_ran);
+  else
+    ASSERT_EQ(uv_started, uv_ran);
+  ASSERT_EQ(tw_started + 1, tw_ran);
+}
+
+
 /* Scenario 1: a (5 ms) starts b with timeout 0; c is due in the same pass
- * as a and fires after it: b must not have run yet. */
+ * as a and runs after it, before b.  The twins ua, ub, uc do the same. */
 static void b_cb(uvtw_timer_t* timer) {
   ASSERT_PTR_EQ(timer, &b);
-  b_fired++;
-  b_iter = iteration;
+  ASSERT_EQ(1, rc.runs);
+  note(&rb);
 }
 
 
 static void a_cb(uvtw_timer_t* timer) {
   ASSERT_PTR_EQ(timer, &a);
-  a_fired++;
-  a_iter = iteration;
+  note(&ra);
   ASSERT_EQ(0, uvtw_timer_start(&b, b_cb, 0, 0));
   ASSERT_EQ(1, uvtw_timer_is_active(&b));
   ASSERT_UEQ(0, uvtw_timer_get_due_in(&b));
-  ASSERT_EQ(0, b_fired);
+  ASSERT_EQ(0, rb.runs);
 }
 
 
 static void c_cb(uvtw_timer_t* timer) {
   ASSERT_PTR_EQ(timer, &c);
-  c_fired++;
-  ASSERT_EQ(1, a_fired);
-  ASSERT_EQ(0, b_fired); /* b was started in this pass with deadline now */
-  ASSERT_EQ(a_iter, iteration);
+  note(&rc);
+  ASSERT_EQ(1, ra.runs);
+  ASSERT_EQ(0, rb.runs); /* b was started in this pass with deadline now */
+  ASSERT_EQ(ra.iter[0], iteration);
+}
+
+
+static void ub_cb(uv_timer_t* handle) {
+  ASSERT_PTR_EQ(handle, &ub);
+  ASSERT_EQ(1, ruc.runs);
+  note(&rub);
+}
+
+
+static void ua_cb(uv_timer_t* handle) {
+  ASSERT_PTR_EQ(handle, &ua);
+  note(&rua);
+  ASSERT_UV_OK(uv_timer_start(&ub, ub_cb, 0, 0));
+}
+
+
+static void uc_cb(uv_timer_t* handle) {
+  ASSERT_PTR_EQ(handle, &uc);
+  note(&ruc);
 }
 
 
 static void start_zero_from_callback(void) {
-  a_fired = b_fired = c_fired = 0;
+  reset();
+  uv_update_time(&loop);
+  ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 5, 0));
+  ASSERT_UV_OK(uv_timer_start(&uc, uc_cb, 5, 0));
   ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
   ASSERT_EQ(0, uvtw_timer_start(&c, c_cb, 5, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, a_fired);
-  ASSERT_EQ(1, b_fired);
-  ASSERT_EQ(1, c_fired);
-  ASSERT_EQ(a_iter + 1, b_iter);
+  ASSERT_EQ(1, ra.runs);
+  ASSERT_EQ(1, rb.runs);
+  ASSERT_EQ(1, rc.runs);
+  ASSERT_EQ(1, rub.runs);
+  ASSERT_EQ(rua.iter[0], ra.iter[0]);
+  like_twin(rua.iter[0], rub.iter[0], ra.iter[0], rb.iter[0]);
 }
 
 
-/* Scenario 2: a timer that restarts itself with 0 from its own callback
- * fires once per iteration, in consecutive iterations. */
-static int self_count;
-static int64_t self_iters[10];
-
+/* Scenario 2: a timer that restarts itself with 0 from its own callback,
+ * REPEATS runs.  uvtw: one run per iteration, in consecutive iterations. */
 static void self_cb(uvtw_timer_t* timer) {
-  self_iters[self_count++] = iteration;
-  if (self_count < 10)
+  note(&ra);
+  if (ra.runs < REPEATS)
     ASSERT_EQ(0, uvtw_timer_start(timer, self_cb, 0, 0));
+}
+
+
+static void uself_cb(uv_timer_t* handle) {
+  note(&rua);
+  if (rua.runs < REPEATS)
+    ASSERT_UV_OK(uv_timer_start(handle, uself_cb, 0, 0));
 }
 
 
 static void restart_self_with_zero(void) {
   int i;
 
-  self_count = 0;
+  reset();
+  ASSERT_UV_OK(uv_timer_start(&ua, uself_cb, 0, 0));
   ASSERT_EQ(0, uvtw_timer_start(&a, self_cb, 0, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(10, self_count);
-  for (i = 1; i < 10; i++)
-    ASSERT_EQ(self_iters[i - 1] + 1, self_iters[i]);
+  ASSERT_EQ(REPEATS, ra.runs);
+  ASSERT_EQ(REPEATS, rua.runs);
+  ASSERT_EQ(rua.iter[0], ra.iter[0]);
+  for (i = 1; i < REPEATS; i++)
+    like_twin(rua.iter[i - 1], rua.iter[i], ra.iter[i - 1], ra.iter[i]);
 }
 
 
-/* Scenario 3: a repeating timer with repeat 1 that is also restarted with 0
- * in its callback, and another timer already due in the same pass that the
- * first restarts with 0: neither runs twice in one pass. */
-static int rep_count;
-static int64_t rep_iters[20];
-static int other_count;
-static int64_t other_iters[20];
-
+/* Scenario 3: a repeating timer (repeat 1) that its callback restarts with
+ * 0, and another timer already due in the same pass that the first one
+ * restarts with 0: neither runs twice in one uvtw pass. */
 static void other_cb(uvtw_timer_t* timer) {
   (void) timer;
-  ASSERT_LT(other_count, 20);
-  other_iters[other_count++] = iteration;
+  note(&rb);
 }
 
 
 static void rep_cb(uvtw_timer_t* timer) {
-  ASSERT_LT(rep_count, 20);
-  rep_iters[rep_count++] = iteration;
-  if (rep_count == 1) {
+  note(&ra);
+  if (ra.runs == 1) {
     /* b is due in this pass too (started after a with the same timeout), so
-     * it has not fired yet; restarting it with 0 moves it to the next
+     * it has not run yet; restarting it with 0 moves it to the next
      * iteration. */
-    ASSERT_EQ(0, other_count);
+    ASSERT_EQ(0, rb.runs);
     ASSERT_EQ(0, uvtw_timer_start(&b, other_cb, 0, 0));
     ASSERT_EQ(0, uvtw_timer_start(timer, rep_cb, 0, 1));
   } else {
@@ -130,39 +209,72 @@ static void rep_cb(uvtw_timer_t* timer) {
 }
 
 
-static void restart_due_timer_with_zero(void) {
-  rep_count = 0;
-  other_count = 0;
-  ASSERT_EQ(0, uvtw_timer_start(&a, rep_cb, 3, 1));
-  ASSERT_EQ(0, uvtw_timer_start(&b, other_cb, 3, 0));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(2, rep_count);
-  ASSERT_EQ(1, other_count);
-  ASSERT_EQ(rep_iters[0] + 1, rep_iters[1]);
-  ASSERT_EQ(rep_iters[0] + 1, other_iters[0]);
+static void uother_cb(uv_timer_t* handle) {
+  (void) handle;
+  note(&rub);
 }
 
 
-/* Scenario 4: with UV_RUN_NOWAIT: the pass that runs a does not run b; the
- * next pass does. */
+static void urep_cb(uv_timer_t* handle) {
+  note(&rua);
+  if (rua.runs == 1) {
+    ASSERT_EQ(0, rub.runs);
+    ASSERT_UV_OK(uv_timer_start(&ub, uother_cb, 0, 0));
+    ASSERT_UV_OK(uv_timer_start(handle, urep_cb, 0, 1));
+  } else {
+    ASSERT_UV_OK(uv_timer_stop(handle));
+  }
+}
+
+
+static void restart_due_timer_with_zero(void) {
+  reset();
+  uv_update_time(&loop);
+  ASSERT_UV_OK(uv_timer_start(&ua, urep_cb, 3, 1));
+  ASSERT_UV_OK(uv_timer_start(&ub, uother_cb, 3, 0));
+  ASSERT_EQ(0, uvtw_timer_start(&a, rep_cb, 3, 1));
+  ASSERT_EQ(0, uvtw_timer_start(&b, other_cb, 3, 0));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(2, ra.runs);
+  ASSERT_EQ(1, rb.runs);
+  ASSERT_EQ(2, rua.runs);
+  ASSERT_EQ(1, rub.runs);
+  ASSERT_EQ(rua.iter[0], ra.iter[0]);
+  like_twin(rua.iter[0], rua.iter[1], ra.iter[0], ra.iter[1]);
+  like_twin(rua.iter[0], rub.iter[0], ra.iter[0], rb.iter[0]);
+}
+
+
+/* Scenario 4: with UV_RUN_NOWAIT, the call whose pass runs a does not run
+ * b; the next call does.  Alone on the loop, then the twin alone. */
 static void nowait_passes(void) {
   int i;
 
-  a_fired = b_fired = c_fired = 0;
+  reset();
   ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 1, 0));
-  for (i = 0; a_fired == 0; i++) {
+  ASSERT_EQ(0, uvtw_timer_start(&c, c_cb, 1, 0));
+  for (i = 0; ra.runs == 0; i++) {
     ASSERT_LT(i, 100000);
     uv_sleep(1);
     uv_run(&loop, UV_RUN_NOWAIT);
-    if (a_fired == 0)
-      ASSERT_EQ(0, b_fired);
   }
-  ASSERT_EQ(1, a_fired);
-  ASSERT_EQ(0, b_fired);
+  ASSERT_EQ(0, rb.runs);
   ASSERT_EQ(1, uvtw_timer_is_active(&b));
   uv_run(&loop, UV_RUN_NOWAIT);
-  ASSERT_EQ(1, b_fired);
+  ASSERT_EQ(1, rb.runs);
   ASSERT_EQ(0, uvtw_timer_is_active(&b));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
+
+  ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 1, 0));
+  ASSERT_UV_OK(uv_timer_start(&uc, uc_cb, 1, 0));
+  for (i = 0; rua.runs == 0; i++) {
+    ASSERT_LT(i, 100000);
+    uv_sleep(1);
+    uv_run(&loop, UV_RUN_NOWAIT);
+  }
+  ASSERT_EQ(libuv_runs_it_next() ? 0 : 1, rub.runs);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  ASSERT_EQ(1, rub.runs);
   ASSERT_EQ(0, uv_loop_alive(&loop));
 }
 
@@ -170,11 +282,6 @@ static void nowait_passes(void) {
 static void wheel_close_cb(uvtw_wheel_t* w) {
   ASSERT_PTR_EQ(w, wheel);
   close_cb_called++;
-}
-
-
-static void close_cb(uv_handle_t* handle) {
-  (void) handle;
 }
 
 
@@ -187,13 +294,19 @@ int main(void) {
   ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
+  ASSERT_UV_OK(uv_timer_init(&loop, &ua));
+  ASSERT_UV_OK(uv_timer_init(&loop, &ub));
+  ASSERT_UV_OK(uv_timer_init(&loop, &uc));
 
   start_zero_from_callback();
   restart_self_with_zero();
   restart_due_timer_with_zero();
   nowait_passes();
 
-  uv_close((uv_handle_t*) &check, close_cb);
+  uv_close((uv_handle_t*) &ua, NULL);
+  uv_close((uv_handle_t*) &ub, NULL);
+  uv_close((uv_handle_t*) &uc, NULL);
+  uv_close((uv_handle_t*) &check, NULL);
   ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(1, close_cb_called);

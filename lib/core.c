@@ -390,6 +390,20 @@ uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
 }
 
 
+void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id) {
+  struct uvtw__link* link;
+  struct uvtw__link* next;
+
+  for (link = core->due.next; link != &core->due; link = next) {
+    next = link->next;
+    if (uvtw__timer_of(link)->start_id_ >= first_id) {
+      uvtw__list_remove(link);
+      uvtw__list_append(&core->ready, link);
+    }
+  }
+}
+
+
 static void walk_list(struct uvtw__link* head,
                       uint64_t limit,
                       void (*fn)(uvtw_timer_t*, void*),

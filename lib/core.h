@@ -101,6 +101,11 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
  * repeat, as libuv does before the callback.  The caller runs timer->cb_. */
 uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms);
 
+/* Leaves for the next pass the timers of the running pass whose start_id
+ * is >= first_id, that is, started after the moment the pass stands for;
+ * they stay due, in `ready`.  Call right after uvtw__core_expire.  O(due). */
+void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id);
+
 /* Calls fn for every active timer, once each, also if fn restarts it. */
 void uvtw__core_walk(uvtw__core_t* core,
                      void (*fn)(uvtw_timer_t* timer, void* arg),

@@ -30,6 +30,7 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   uv_timer_start(&wheel->driver, driver_cb, due_ms > now ? due_ms - now : 0,
                  0);
   wheel->armed_tick = tick;
+  wheel->defer_from_id = UINT64_MAX; /* libuv no longer holds the driver */
 }
 
 
@@ -37,6 +38,7 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
   if (wheel->armed_tick != UINT64_MAX) {
     uv_timer_stop(&wheel->driver);
     wheel->armed_tick = UINT64_MAX;
+    wheel->defer_from_id = UINT64_MAX;
   }
 }
 
@@ -71,6 +73,11 @@ static void driver_cb(uv_timer_t* driver) {
   wheel->armed_tick = UINT64_MAX; /* a one-shot uv_timer_t: now inactive */
   wheel->driver_wakeups++;
   uvtw__core_expire(&wheel->core, uv_now(wheel->loop));
+  if (wheel->defer_from_id != UINT64_MAX) {
+    /* Started in this timers phase, before this callback: the next phase. */
+    uvtw__core_defer(&wheel->core, wheel->defer_from_id);
+    wheel->defer_from_id = UINT64_MAX;
+  }
   wheel->in_pass = 1;
   while (!wheel->closing &&
          (timer = uvtw__core_pop_due(&wheel->core, uv_now(wheel->loop)))) {

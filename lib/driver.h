@@ -43,6 +43,21 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
     uvtw__driver_update(wheel);
 }
 
+/* A timer of the wheel is about to be (re)started with its deadline reached
+ * (timeout 0), outside a pass.  From libuv 1.48 on, uv__run_timers stops
+ * every due timer, the driver among them, before it runs any: an armed but
+ * inactive driver is held for the timers phase now running, and a
+ * uv_timer_t started now would wait for the next phase.  So do this timer
+ * and every timer started after it: the driver's coming pass leaves them
+ * for the next one.  (Before 1.48 the driver is never seen in that state.)
+ * Loop thread. */
+static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
+  if (wheel->defer_from_id == UINT64_MAX &&
+      wheel->armed_tick != UINT64_MAX && !wheel->in_pass &&
+      !uv_is_active((const uv_handle_t*) &wheel->driver))
+    wheel->defer_from_id = wheel->core.next_start_id;
+}
+
 /* Non-zero if the driver is armed for this active timer's expiry tick, so
  * that stopping or moving it may move the next wake-up later.  Never
  * inside a pass: the end of the pass re-arms anyway. */

@@ -52,6 +52,9 @@ struct uvtw_wheel_s {
   uint64_t armed_tick; /* the driver's wake-up tick; UINT64_MAX if stopped */
   int driver_ref;      /* uv_ref state of the driver (and of rearm) */
   int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */
+  /* The first start_id that the next pass leaves for the pass after it
+   * (uvtw__driver_due_start); UINT64_MAX if none. */
+  uint64_t defer_from_id;
   int in_pass;         /* inside the driver callback */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */

@@ -60,6 +60,8 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   wheel = timer->wheel_;
   if (wheel->closing)
     return UV_ECANCELED;
+  if (timeout == 0)
+    uvtw__driver_due_start(wheel);
   deadline = uvtw__sat_add(loop_now(wheel->loop), timeout);
   timer->cb_ = cb;
   timer->repeat_ = repeat;

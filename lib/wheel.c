@@ -65,6 +65,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->armed_tick = UINT64_MAX;
   wheel->driver_ref = 1;
   wheel->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
+  wheel->defer_from_id = UINT64_MAX;
   wheel->in_pass = 0;
   wheel->closing = UVTW__OPEN;
   wheel->handles_closing = 0;

@@ -3,10 +3,11 @@
  * uv_timer_t and one uvtw_timer_t share a loop and follow the same seeded
  * random script for about RUN_MS: starts, restarts, stops, again, repeats
  * and set_repeat, made before the loop runs, from a uv_check_t between
- * iterations (timeouts from 0) and from the timers' own callbacks (timeouts
- * from 1 ms: libuv 1.44 runs a 0 ms uv_timer_t started inside a timer
- * callback in the same pass, uvtw in the next iteration: README.md,
- * Semantics, "Which libuv").
+ * iterations (timeouts from 0) and from the timers' own callbacks
+ * (timeouts from 0 on libuv 1.48 and later; from 1 ms before 1.48, which
+ * runs a 0 ms uv_timer_t started inside a timer callback in the same pass,
+ * where uvtw waits for the next iteration: README.md, Semantics, "Which
+ * libuv").
  *
  * Each side keeps its own copy of the script's random state and draws from
  * it in its own callbacks, so both sides run the same script as long as
@@ -58,6 +59,7 @@ static struct pair pairs[NPAIRS];
 static struct side sides[2];
 static uint64_t top_rng; /* drives the check's actions, applied to both */
 static uint64_t max_per_iteration;
+static uint64_t min_in_callback; /* the smallest timeout in callbacks */
 
 
 static uint64_t next_rand(uint64_t* s) {
@@ -186,7 +188,7 @@ static void on_fire(int side, struct pair* p) {
   sd->fired++;
   if (stopping)
     return;
-  script_step(side, &sd->rng, p, 1);
+  script_step(side, &sd->rng, p, min_in_callback);
 }
 
 
@@ -290,7 +292,9 @@ int main(void) {
   env = getenv("UVTW_SEED");
   if (env != NULL)
     seed = strtoull(env, NULL, 0);
-  fprintf(stderr, "seed %" PRIu64 "\n", seed);
+  min_in_callback = uv_version() >= 0x013000 ? 0 : 1; /* 1.48.0 */
+  fprintf(stderr, "seed %" PRIu64 ", libuv %s, timeouts in callbacks from %"
+          PRIu64 " ms\n", seed, uv_version_string(), min_in_callback);
   sides[UV_SIDE].rng = seed;
   sides[TW_SIDE].rng = seed;
   top_rng = seed ^ 0x5deece66dull;

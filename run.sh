@@ -8,10 +8,13 @@
 #                   test suite: a release build, an ASan+UBSan build and a
 #                   TSan build, each under CTest, plus the fuzzer, valgrind,
 #                   the install, package and subproject tests (release
-#                   build only) and a quick benchmark smoke run
+#                   build only) and a quick benchmark smoke run, all on the
+#                   system libuv; then, if ../shared/libuv/ holds libuv
+#                   release tarballs, the library's tests on each of them
 #
-# Build trees go to ./build, ./build-asan and ./build-tsan.  JOBS sets the
-# parallelism (default: the number of cores).
+# Build trees go to ./build, ./build-asan and ./build-tsan; the other libuv
+# releases and the trees built against them to ./build/libuv-<version>/.
+# JOBS sets the parallelism (default: the number of cores).
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
@@ -54,8 +57,50 @@ build() { # DIR [cmake args...]
   cmake --build "$dir" -j "$JOBS"
 }
 
-run_tests() { # DIR
-  ctest --test-dir "$1" -j "$JOBS" --output-on-failure --timeout 600
+run_tests() { # DIR [ctest args...]
+  local dir=$1
+  shift
+  "$dir/test/test-libuv-version" # prints the libuv the tests load
+  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure --timeout 600 "$@"
+}
+
+# The libuv releases in ../shared/libuv/ (libuv-<version>.tar.gz, optional:
+# absent in a user's clone).  Each is built once, without its own tests,
+# into build/libuv-<version>/prefix (rebuilt only if the tarball changes);
+# uvtw is built against it (the test binaries find it by their rpath, and
+# test-libuv-version checks that they do) and its library tests run there.
+# The fuzzer and valgrind drive the pure core, which makes no libuv call,
+# and the install and echo-server tests run on the system libuv only: they
+# would add minutes, not coverage of what differs between libuv releases.
+other_libuvs() {
+  local shared=../shared/libuv
+  local tarball version root prefix sum
+  if ! compgen -G "$shared/libuv-*.tar.gz" >/dev/null; then
+    say "other libuv releases: skipped (no $shared/libuv-*.tar.gz)"
+    return
+  fi
+  for tarball in "$shared"/libuv-*.tar.gz; do
+    version=$(basename "$tarball" .tar.gz)
+    version=${version#libuv-}
+    root=build/libuv-$version
+    prefix=$PWD/$root/prefix
+    sum=$(sha256sum <"$tarball")
+    say "libuv $version: the library's tests"
+    if [ "$(cat "$prefix/.tarball" 2>/dev/null)" != "$sum" ]; then
+      rm -rf "$root/src" "$root/obj" "$prefix"
+      mkdir -p "$root/src"
+      tar -xzf "$tarball" -C "$root/src" --strip-components=1
+      cmake -S "$root/src" -B "$root/obj" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF \
+            -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
+      cmake --build "$root/obj" -j "$JOBS" >/dev/null
+      cmake --install "$root/obj" >/dev/null
+      echo "$sum" >"$prefix/.tarball"
+    fi
+    build "$root/uvtw" -DCMAKE_PREFIX_PATH="$prefix" -DUVTW_BUILD_BENCH=OFF \
+          -DUVTW_BUILD_EXAMPLES=OFF
+    run_tests "$root/uvtw" -R '^test-'
+  done
 }
 
 case "${1:-}" in
@@ -79,6 +124,7 @@ test)
     exit 1
   fi
   cat build/bench-quick.out
+  other_libuvs
   say "ASan + UBSan build"
   build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \

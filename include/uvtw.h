@@ -21,7 +21,11 @@
  *     "Any thread" functions are safe from every thread at once, including
  *     from inside callbacks.
  *
- * Requires libuv >= 1.44.
+ * Requires libuv >= 1.44; tested on 1.44.2 (Debian 12), 1.48.0 and 1.52.1.
+ * uvtw adapts to the libuv it runs with, read from uv_version() when a wheel
+ * is created, not to the headers it was compiled against: its timers keep
+ * uv_timer_t's iteration and order on each release.  What differs between
+ * releases is said at uvtw_timer_start and in README.md, "libuv versions".
  *
  * Platforms: tested on Linux x86-64 (Debian 12) with GCC 12 and clang 14.
  * The library is C11 with GNU extensions and uses GCC builtins, so it needs
@@ -186,8 +190,12 @@ UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
  * reached uv_now(loop) + timeout (saturating at UINT64_MAX), rounded up to a
  * tick; then every `repeat` ms if repeat is non-zero, counted from the loop
  * time at which it fired.  Same order, same iteration and never early, as
- * uv_timer_start; a timer started from a wheel callback with a deadline that
- * is already reached waits for the next loop iteration.  Restarting an
+ * uv_timer_start on the same libuv.  A timer started from a wheel callback
+ * with timeout 0 waits for the next loop iteration; so does a uv_timer_t
+ * started from a timer callback from libuv 1.48 on, while libuv 1.44 to
+ * 1.47 run that one again in the same pass (uvtw never does: a pass never
+ * spins).  While it is active and referenced, it keeps
+ * uv_run(UV_RUN_DEFAULT) running, also when it is due now.  Restarting an
  * active timer to a later deadline is O(1) and touches only the timer.
  * Errors: UV_EINVAL     timer or cb is NULL;
  *         UV_ECANCELED  the wheel is closing. */

@@ -68,10 +68,11 @@ run_tests() { # DIR [ctest args...]
 # absent in a user's clone).  Each is built once, without its own tests,
 # into build/libuv-<version>/prefix (rebuilt only if the tarball changes);
 # uvtw is built against it (the test binaries find it by their rpath, and
-# test-libuv-version checks that they do) and its library tests run there.
-# The fuzzer and valgrind drive the pure core, which makes no libuv call,
-# and the install and echo-server tests run on the system libuv only: they
-# would add minutes, not coverage of what differs between libuv releases.
+# test-libuv-version checks that they do) and its library tests and the
+# README's examples run there.  The fuzzer and valgrind drive the pure
+# core, which makes no libuv call, and the install, package, subproject and
+# echo-server tests run on the system libuv only: they would add minutes,
+# not coverage of what differs between libuv releases.
 other_libuvs() {
   local shared=../shared/libuv
   local tarball version root prefix sum
@@ -99,7 +100,7 @@ other_libuvs() {
     fi
     build "$root/uvtw" -DCMAKE_PREFIX_PATH="$prefix" -DUVTW_BUILD_BENCH=OFF \
           -DUVTW_BUILD_EXAMPLES=OFF
-    run_tests "$root/uvtw" -R '^test-'
+    run_tests "$root/uvtw" -R '^(test|readme)-'
   done
 }
 

@@ -84,14 +84,6 @@ static void driver_cb(uv_timer_t* driver) {
     wheel->fired++;
     timer->cb_(timer);
   }
-  /* Tasks that the callbacks submitted are taken in now, so that they hold
-   * the loop as timers do: from libuv 1.45 on, uv_run checks whether the
-   * loop is alive right after its timers phase, before the poll that would
-   * run the async callback.  Still inside the pass, so that filing them
-   * does not re-arm the driver. */
-  if (!wheel->closing &&
-      atomic_load_explicit(&wheel->tasks.queue, memory_order_relaxed) != NULL)
-    uvtw__tasks_async_cb(&wheel->async);
   wheel->in_pass = 0;
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   if (wheel->closing)

@@ -347,9 +347,16 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   ended = 0;
   node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> UVTW__GEN_BITS));
   err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
-  /* A successful cancel frees the task's place at once. */
-  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT + (ended ? 1 : 0),
-                            memory_order_release);
+  /* A successful cancel frees the task's place at once.  If it was the
+   * last live task, the loop may have counted the tasks before this
+   * decrement (the notice, or the node itself, can reach the loop first)
+   * and still hold itself for it: wake it to look again.  Still counted in
+   * flight here, so the wheel cannot be freed under the send. */
+  if (ended && (atomic_fetch_sub_explicit(&tasks->live_word, 1,
+                                          memory_order_acq_rel) &
+                LIVE_MASK) == 1)
+    uv_async_send(&wheel->async);
+  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
   return err;
 }
 

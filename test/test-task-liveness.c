@@ -16,7 +16,13 @@
  *                  iterations, not thousands.
  *   cancelled      a task submitted and cancelled before uv_run holds
  *                  nothing: uv_run returns at once, not in an hour; and a
- *                  1 h task cancelled from a callback lets it return too. */
+ *                  1 h task cancelled from a callback lets it return too.
+ *   cancel_race    1,000 rounds: the owner submits a 1 h task, a thread
+ *                  cancels it while the loop spins with UV_RUN_NOWAIT; the
+ *                  loop stops counting as alive within 10 s, in every
+ *                  round.  The loop can take in the cancel's notice before
+ *                  the cancelling thread has counted the task out, and
+ *                  must then be woken to look again. */
 
 #include "task-harness.h"
 
@@ -161,11 +167,51 @@ static void cancelled(void) {
 }
 
 
+#define RACE_ROUNDS 1000
+
+static uv_sem_t race_go;
+
+
+static void race_canceller(void* arg) {
+  (void) arg;
+  uv_sem_wait(&race_go);
+  ASSERT_EQ(0, cancel(&lt[0]));
+}
+
+
+static void cancel_race(void) {
+  uv_thread_t tid;
+  uint64_t t0;
+  int alive;
+  int round;
+
+  setup(0);
+  ASSERT_UV_OK(uv_sem_init(&race_go, 0));
+  for (round = 0; round < RACE_ROUNDS; round++) {
+    task_init(&lt[0]);
+    submit(&lt[0], 3600 * 1000, 0, 0);
+    ASSERT_UV_OK(uv_thread_create(&tid, race_canceller, NULL));
+    uv_sem_post(&race_go);
+    t0 = hr_ms();
+    do
+      alive = uv_run(&loop, UV_RUN_NOWAIT);
+    while (alive != 0 && hr_ms() - t0 < 10 * 1000);
+    ASSERT_EQ(0, alive);
+    ASSERT_UV_OK(uv_thread_join(&tid));
+    ASSERT_EQ(0, atomic_load(&lt[0].runs));
+  }
+  ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
+  uv_sem_destroy(&race_go);
+  teardown();
+}
+
+
 int main(void) {
   before_run();
   from_callback();
   from_worker();
   run_once();
   cancelled();
+  cancel_race();
   return 0;
 }

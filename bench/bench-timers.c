@@ -63,10 +63,25 @@ typedef struct tctx_s {
   uv_prepare_t prepare;
   uv_timer_t stopper;
   uint64_t iterations;
+  uint64_t idle_timeout; /* idle*: the timeout every re-arm sets, ms */
+  int spread;            /* idle-spread: starts spread over 1 s */
+  int stall_case;        /* stall-*: which case */
+  uint64_t* iter_ns;     /* stall-*: per iteration, time in uv_run */
+  uint64_t* iter_fired;  /* stall-*: per iteration, timers fired */
 } tctx_t;
 
 #define RPC_WINDOW 1024
 #define IDLE_TIMEOUT 30000
+#define IDLE_SAME_TIMEOUT 15000
+#define EXPIRE_LONG_SPAN 10000
+#define STALL_SPREAD_SPAN 60000
+#define STALL_SAME_TIMEOUT 70000
+#define STALL_EARLY_FIRST 1100
+#define STALL_EARLY_LO 1500
+#define STALL_EARLY_HI 1900
+#define STALL_ITERATIONS_MAX 80000
+
+enum { STALL_SPREAD, STALL_SAME, STALL_EARLY };
 #define WAKEUP_TIMEOUT 3600000
 
 
@@ -293,6 +308,7 @@ static int run_idle(void* arg, int side, bench_sample_t* out) {
   tctx_t* c;
   tset_t* t;
   uint64_t loop_ns;
+  uint64_t timeout;
   uint64_t step;
   uint64_t end;
   uint64_t t0;
@@ -305,16 +321,23 @@ static int run_idle(void* arg, int side, bench_sample_t* out) {
   c = arg;
   t = c->t;
   idx = c->idx;
+  timeout = c->idle_timeout;
   step = c->n / 1000;
   if (step == 0)
     step = 1;
   bench_clock_freeze();
+  bench_poll_fake(1);
   uv_run(&t->loop, UV_RUN_NOWAIT);
   r = 0;
-  for (i = 0; i < c->n; i++)
+  for (i = 0; i < c->n; i++) {
     r |= side == BENCH_SIDE_UVTW
-             ? uvtw_timer_start(&t->tw[i].timer, tw_count_cb, IDLE_TIMEOUT, 0)
-             : uv_timer_start(&t->uv[i].timer, uv_count_cb, IDLE_TIMEOUT, 0);
+             ? uvtw_timer_start(&t->tw[i].timer, tw_count_cb, timeout, 0)
+             : uv_timer_start(&t->uv[i].timer, uv_count_cb, timeout, 0);
+    if (c->spread && (i + 1) % step == 0) {
+      bench_clock_advance_ms(1); /* n starts over 1 s */
+      uv_run(&t->loop, UV_RUN_NOWAIT);
+    }
+  }
   uvtw_wheel_stats(t->wheel, &s0);
   t->fired = 0;
   loop_ns = 0;
@@ -323,11 +346,10 @@ static int run_idle(void* arg, int side, bench_sample_t* out) {
     end = k + step < c->ops ? k + step : c->ops;
     if (side == BENCH_SIDE_UVTW)
       for (; k < end; k++)
-        r |= uvtw_timer_start(&t->tw[idx[k]].timer, tw_count_cb, IDLE_TIMEOUT,
-                              0);
+        r |= uvtw_timer_start(&t->tw[idx[k]].timer, tw_count_cb, timeout, 0);
     else
       for (; k < end; k++)
-        r |= uv_timer_start(&t->uv[idx[k]].timer, uv_count_cb, IDLE_TIMEOUT, 0);
+        r |= uv_timer_start(&t->uv[idx[k]].timer, uv_count_cb, timeout, 0);
     bench_clock_advance_ms(1);
     tb = bench_now_ns();
     uv_run(&t->loop, UV_RUN_NOWAIT);
@@ -337,6 +359,7 @@ static int run_idle(void* arg, int side, bench_sample_t* out) {
   ta = bench_now_ns();
   uvtw_wheel_stats(t->wheel, &s1);
   tset_stop_all(t, side, c->n);
+  bench_poll_fake(0);
   bench_clock_thaw();
   uv_run(&t->loop, UV_RUN_NOWAIT);
   out->v[0] = (double) (ta - t0) / c->ops;
@@ -435,6 +458,165 @@ static int run_expire(void* arg, int side, bench_sample_t* out) {
   tset_stop_all(t, side, c->n);
   out->v[0] = (double) (c1 - c0) / c->n;
   out->v[1] = (double) (w1 - w0) / 1e6;
+  return r;
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* rpc-random: N live at U[100 ms, 10 s]; each op stops a random timer and */
+/* starts it again at now + U[100 ms, 10 s].  The clock stands still.      */
+
+static int run_rpc_random(void* arg, int side, bench_sample_t* out) {
+  const uint32_t* idx;
+  const uint32_t* to;
+  tctx_t* c;
+  tset_t* t;
+  uint64_t t0;
+  uint64_t t1;
+  uint64_t k;
+  int r;
+
+  c = arg;
+  t = c->t;
+  idx = c->idx;
+  to = c->to;
+  uv_run(&t->loop, UV_RUN_NOWAIT);
+  r = tset_start(t, side, 0, c->n, c->to0);
+  t0 = bench_now_ns();
+  if (side == BENCH_SIDE_UVTW) {
+    for (k = 0; k < c->ops; k++) {
+      uvtw_timer_stop(&t->tw[idx[k]].timer);
+      r |= uvtw_timer_start(&t->tw[idx[k]].timer, tw_count_cb, to[k], 0);
+    }
+  } else {
+    for (k = 0; k < c->ops; k++) {
+      uv_timer_stop(&t->uv[idx[k]].timer);
+      r |= uv_timer_start(&t->uv[idx[k]].timer, uv_count_cb, to[k], 0);
+    }
+  }
+  t1 = bench_now_ns();
+  tset_stop_all(t, side, c->n);
+  out->v[0] = (double) (t1 - t0) / c->ops;
+  return r;
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* expire-seq-10s / expire-rand-10s: as expire-*, deadlines over 10 s, run */
+/* to completion on the frozen clock with the fake poll: every wait of the */
+/* loop moves the clock instead of sleeping.  Real ns per expiry, loop     */
+/* steps included (they cost the same on both sides).                       */
+
+static int run_expire_virtual(void* arg, int side, bench_sample_t* out) {
+  tctx_t* c;
+  tset_t* t;
+  uint64_t w0;
+  uint64_t w1;
+  int r;
+
+  c = arg;
+  t = c->t;
+  bench_clock_freeze();
+  bench_poll_fake(1);
+  uv_run(&t->loop, UV_RUN_NOWAIT);
+  t->fired = 0;
+  r = tset_start(t, side, 0, c->n, c->to0);
+  w0 = bench_now_ns();
+  r |= tset_run_to_completion(t, c->span);
+  w1 = bench_now_ns();
+  bench_poll_fake(0);
+  bench_clock_thaw();
+  if (t->fired != c->n) {
+    bench_log("expire: %llu of %zu timers fired\n",
+              (unsigned long long) t->fired, c->n);
+    r = -1;
+  }
+  tset_stop_all(t, side, c->n);
+  out->v[0] = (double) (w1 - w0) / c->n;
+  return r;
+}
+
+
+/* ---------------------------------------------------------------------- */
+/* stall-spread / stall-same / stall-early: N timers; the frozen clock      */
+/* moves 1 ms per loop iteration (UV_RUN_NOWAIT, fake poll) until all have  */
+/* fired.  Per iteration, the thread's CPU time in uv_run (so that a      */
+/* preemption on a shared machine is not counted) and the timers fired.    */
+/*   spread: deadlines U[1 ms, 60 s];                                       */
+/*   same:   all at 70 s;                                                   */
+/*   early:  started 1 ms after a multiple of 1,024 ms of the loop clock,   */
+/*           one due in 1.1 s, the rest U[1.5 s, 1.9 s].                    */
+/* Primary metric: the worst iteration's ns per fired timer (iterations     */
+/* that fire nothing left out).  Extras: the worst iteration's time, and    */
+/* the worst excess of an iteration over what its fired timers cost at the */
+/* run's mean cost per fired timer (work done for nothing that fired).      */
+
+static int run_stall(void* arg, int side, bench_sample_t* out) {
+  tctx_t* c;
+  tset_t* t;
+  uint64_t before;
+  uint64_t total_ns;
+  uint64_t t0;
+  uint64_t it;
+  uint64_t now;
+  double mean;
+  double worst_per_fired;
+  double worst_excess;
+  double x;
+  uint64_t worst_ns;
+  int r;
+
+  c = arg;
+  t = c->t;
+  bench_clock_freeze();
+  bench_poll_fake(1);
+  uv_run(&t->loop, UV_RUN_NOWAIT);
+  if (c->stall_case == STALL_EARLY) {
+    /* 1 ms after a multiple of 1,024 ms of the loop clock. */
+    now = uv_now(&t->loop);
+    bench_clock_advance_ms((1025 - now % 1024) % 1024);
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+  }
+  t->fired = 0;
+  r = tset_start(t, side, 0, c->n, c->to0);
+  total_ns = 0;
+  for (it = 0; it < STALL_ITERATIONS_MAX && t->fired < c->n; it++) {
+    bench_clock_advance_ms(1);
+    before = t->fired;
+    t0 = bench_cpu_ns();
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    c->iter_ns[it] = bench_cpu_ns() - t0;
+    c->iter_fired[it] = t->fired - before;
+    total_ns += c->iter_ns[it];
+  }
+  bench_poll_fake(0);
+  bench_clock_thaw();
+  if (t->fired != c->n) {
+    bench_log("stall: %llu of %zu timers fired\n",
+              (unsigned long long) t->fired, c->n);
+    r = -1;
+  }
+  tset_stop_all(t, side, c->n);
+  mean = (double) total_ns / (double) (t->fired ? t->fired : 1);
+  worst_per_fired = 0;
+  worst_excess = 0;
+  worst_ns = 0;
+  while (it-- > 0) {
+    if (c->iter_ns[it] > worst_ns)
+      worst_ns = c->iter_ns[it];
+    if (c->iter_fired[it] != 0) {
+      x = (double) c->iter_ns[it] / (double) c->iter_fired[it];
+      if (x > worst_per_fired)
+        worst_per_fired = x;
+    }
+    x = (double) c->iter_ns[it] - mean * (double) c->iter_fired[it];
+    if (x > worst_excess)
+      worst_excess = x;
+  }
+  out->v[0] = worst_per_fired;
+  out->v[1] = (double) worst_ns / 1e3;
+  out->v[2] = worst_excess / 1e3;
+  out->v[3] = mean;
   return r;
 }
 
@@ -652,12 +834,23 @@ typedef enum {
   S_EXPIRE_RAND,
   S_MEMORY,
   S_WAKEUPS,
-  S_LATENESS
+  S_LATENESS,
+  S_IDLE_SAME,
+  S_IDLE_SPREAD,
+  S_RPC_RANDOM,
+  S_EXPIRE_SEQ_10S,
+  S_EXPIRE_RAND_10S,
+  S_STALL_SPREAD,
+  S_STALL_SAME,
+  S_STALL_EARLY
 } scen_t;
 
 static const char* const scen_names[] = {
-    "insert",      "churn",  "idle",         "rpc",     "expire-seq",
-    "expire-rand", "memory", "idle-wakeups", "lateness"};
+    "insert",          "churn",        "idle",         "rpc",
+    "expire-seq",      "expire-rand",  "memory",       "idle-wakeups",
+    "lateness",        "idle-same",    "idle-spread",  "rpc-random",
+    "expire-seq-10s",  "expire-rand-10s", "stall-spread", "stall-same",
+    "stall-early"};
 
 
 static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
@@ -702,7 +895,10 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     break;
   case S_CHURN:
   case S_IDLE:
+  case S_IDLE_SAME:
+  case S_IDLE_SPREAD:
   case S_RPC:
+  case S_RPC_RANDOM:
     c.ops = cfg->ops ? cfg->ops : cfg->quick ? 200000 : 5000000;
     c.to0 = random_u32(n, BENCH_SEED, 1, 60000);
     c.idx = random_u32(c.ops, BENCH_SEED + 1, 0, n - 1);
@@ -714,9 +910,20 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
       c.to_count = c.ops + c.window;
       c.to = random_u32(c.to_count, BENCH_SEED + 2, 100, 5000);
     }
+    if (s == S_RPC_RANDOM) {
+      bench_free(c.to0, n * sizeof(*c.to0));
+      c.to0 = random_u32(n, BENCH_SEED, 100, 10000);
+      c.to_count = c.ops;
+      c.to = random_u32(c.to_count, BENCH_SEED + 2, 100, 10000);
+    }
+    c.idle_timeout = s == S_IDLE ? IDLE_TIMEOUT : IDLE_SAME_TIMEOUT;
+    c.spread = s == S_IDLE_SPREAD;
     cell.ops = c.ops;
-    cell.run = s == S_CHURN ? run_churn : s == S_IDLE ? run_idle : run_rpc;
-    if (s == S_IDLE) {
+    cell.run = s == S_CHURN        ? run_churn
+               : s == S_RPC        ? run_rpc
+               : s == S_RPC_RANDOM ? run_rpc_random
+                                   : run_idle;
+    if (s == S_IDLE || s == S_IDLE_SAME || s == S_IDLE_SPREAD) {
       cell.nmetrics = 6;
       cell.metric[1] = "arm_ns";
       cell.metric[2] = "loop_ns";
@@ -744,6 +951,46 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     cell.nmetrics = 2;
     cell.metric[1] = "wall_ms";
     cell.runs = bench_runs(cfg, 5);
+    break;
+  case S_EXPIRE_SEQ_10S:
+  case S_EXPIRE_RAND_10S:
+    c.span = EXPIRE_LONG_SPAN;
+    if (s == S_EXPIRE_SEQ_10S) {
+      c.to0 = bench_alloc(n * sizeof(*c.to0));
+      for (i = 0; i < n; i++)
+        c.to0[i] = (uint32_t) (1 + i * c.span / n);
+    } else {
+      c.to0 = random_u32(n, BENCH_SEED, 1, c.span);
+    }
+    cell.ops = n;
+    cell.run = run_expire_virtual;
+    cell.runs = bench_runs(cfg, n >= 1000000 ? 5 : 9);
+    break;
+  case S_STALL_SPREAD:
+  case S_STALL_SAME:
+  case S_STALL_EARLY:
+    if (s == S_STALL_SPREAD) {
+      c.stall_case = STALL_SPREAD;
+      c.to0 = random_u32(n, BENCH_SEED, 1, STALL_SPREAD_SPAN);
+    } else if (s == S_STALL_SAME) {
+      c.stall_case = STALL_SAME;
+      c.to0 = random_u32(n, BENCH_SEED, STALL_SAME_TIMEOUT,
+                         STALL_SAME_TIMEOUT);
+    } else {
+      c.stall_case = STALL_EARLY;
+      c.to0 = random_u32(n, BENCH_SEED, STALL_EARLY_LO, STALL_EARLY_HI);
+      c.to0[0] = STALL_EARLY_FIRST;
+    }
+    c.iter_ns = bench_alloc(STALL_ITERATIONS_MAX * sizeof(*c.iter_ns));
+    c.iter_fired = bench_alloc(STALL_ITERATIONS_MAX * sizeof(*c.iter_fired));
+    cell.ops = n;
+    cell.run = run_stall;
+    cell.metric[0] = "worst_ns_per_fired";
+    cell.nmetrics = 4;
+    cell.metric[1] = "worst_iter_us";
+    cell.metric[2] = "worst_excess_us";
+    cell.metric[3] = "mean_ns_per_fired";
+    cell.runs = bench_runs(cfg, 3);
     break;
   case S_MEMORY:
     c.to0 = random_u32(n, BENCH_SEED, 1, 60000);
@@ -798,6 +1045,10 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     bench_free(set.fire_ms, n * sizeof(*set.fire_ms));
     bench_free(c.lat, n * sizeof(*c.lat));
   }
+  if (c.iter_ns != NULL) {
+    bench_free(c.iter_ns, STALL_ITERATIONS_MAX * sizeof(*c.iter_ns));
+    bench_free(c.iter_fired, STALL_ITERATIONS_MAX * sizeof(*c.iter_fired));
+  }
   failed |= tset_close(&set) != 0;
   tctx_free(&c);
   return failed;
@@ -817,13 +1068,14 @@ int bench_timers_main(const bench_cfg_t* cfg) {
 
   failed = 0;
   sizes = cfg->quick ? quick : full;
-  for (s = S_INSERT; s <= S_LATENESS; s++) {
+  for (s = S_INSERT; s <= S_STALL_EARLY; s++) {
     if (!bench_selected(cfg, scen_names[s]))
       continue;
-    if (s == S_IDLE) {
-      /* The idle scenario needs the fake clock to reach libuv. */
+    if (s == S_IDLE || s >= S_IDLE_SAME) {
+      /* These need the fake clock to reach libuv, some the fake poll. */
       uv_loop_init(&loop);
-      if (bench_clock_selftest(&loop) != 0) {
+      if (bench_clock_selftest(&loop) != 0 ||
+          bench_poll_selftest(&loop) != 0) {
         uv_loop_close(&loop);
         failed++;
         continue;
@@ -835,6 +1087,8 @@ int bench_timers_main(const bench_cfg_t* cfg) {
       fixed = cfg->quick ? 100000 : 1000000;
     if (s == S_WAKEUPS || s == S_LATENESS)
       fixed = cfg->quick ? 10000 : 100000;
+    if (s >= S_STALL_SPREAD)
+      fixed = cfg->quick ? 100000 : 1000000;
     if (cfg->n != 0) {
       one[0] = cfg->n;
       one[1] = 0;

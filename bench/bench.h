@@ -101,6 +101,16 @@ void bench_clock_freeze(void);
 void bench_clock_advance_ms(uint64_t ms);
 void bench_clock_thaw(void);
 
+/* The fake poll (bench-util.c): while on and the clock is frozen, libuv's
+ * epoll_wait with timeout 0 returns at once without the syscall, and with
+ * a positive timeout moves the frozen clock by it: a loop step costs only
+ * its own work, and a loop runs deadlines of seconds in no real time. */
+void bench_poll_fake(int on);
+
+/* Checks the fake poll on `loop` (which must have no I/O to wait for) and
+ * logs the cost of a bare loop step.  Returns 0 or -1. */
+int bench_poll_selftest(uv_loop_t* loop);
+
 /* Checks that libuv really reads its time through the fake clock.  Returns
  * 0, or -1 if the interposition does not work on this system. */
 int bench_clock_selftest(uv_loop_t* loop);

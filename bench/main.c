@@ -10,9 +10,11 @@
 #include "bench.h"
 
 static const char* const scenarios[] = {
-    "insert",     "churn",       "idle",          "rpc",
-    "expire-seq", "expire-rand", "memory",        "idle-wakeups",
-    "lateness",   "submit",      "submit-cancel", "submit-steady",
+    "insert",         "churn",           "idle",         "idle-same",
+    "idle-spread",    "rpc",             "rpc-random",   "expire-seq",
+    "expire-rand",    "expire-seq-10s",  "expire-rand-10s", "memory",
+    "idle-wakeups",   "lateness",        "stall-spread", "stall-same",
+    "stall-early",    "submit",          "submit-cancel", "submit-steady",
     NULL};
 
 

@@ -119,9 +119,8 @@ struct uvtw_timer_s {
   uvtw_timer_cb cb_;        /* NULL until first started */
   uint64_t deadline_;       /* loop ms, saturated */
   uint64_t repeat_;
-  uint64_t start_id_ : 62;  /* (re)start order: breaks deadline ties */
+  uint64_t start_id_ : 63;  /* (re)start order: breaks deadline ties */
   uint64_t unref_ : 1;
-  uint64_t task_ : 1;       /* the timer of a cross-thread task */
 };
 
 

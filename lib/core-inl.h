@@ -35,86 +35,112 @@ static inline uvtw_timer_t* uvtw__timer_of(struct uvtw__link* link) {
 }
 
 
+/* A timer becomes active (delta 1) or inactive (delta -1).  Only the loop
+ * thread writes `active`: a relaxed load and store (no read-modify-write)
+ * suffice for readers on other threads. */
 static inline void uvtw__core_count(uvtw__core_t* core,
-                                    uvtw_timer_t* t,
+                                    const uvtw_timer_t* t,
                                     int delta) {
-  /* Only the loop thread writes `active`: a relaxed load and store (no
-   * read-modify-write) suffice for readers on other threads. */
-  if (t->task_)
-    core->tasks_filed += delta;
-  else
-    atomic_store_explicit(
-        &core->active,
-        atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
-        memory_order_relaxed);
-  if (!t->unref_)
-    core->active_ref += delta;
+  atomic_store_explicit(
+      &core->active,
+      atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
+      memory_order_relaxed);
+  core->active_ref += (uint64_t) (int64_t) (delta & -(int) !t->unref_);
 }
 
 
-/* Files a timer whose expiry tick is e, relative to now_tick. */
+/* Marks slot s occupied; the caller appends to it. */
+static inline void uvtw__core_occupy(uvtw__core_t* core,
+                                     unsigned s,
+                                     uint64_t e) {
+  uint64_t bit;
+  unsigned u;
+
+  bit = (uint64_t) 1 << (s % UVTW__WORD_BITS);
+  if (s < UVTW__L0_SLOTS) {
+    core->occupied[s / UVTW__WORD_BITS] |= bit;
+    core->l0_words |= (uint64_t) 1 << (s / UVTW__WORD_BITS);
+    return;
+  }
+  u = uvtw__upper_index(s);
+  if (!(core->occupied[s / UVTW__WORD_BITS] & bit)) {
+    core->occupied[s / UVTW__WORD_BITS] |= bit;
+    core->slot_min[u] = e;
+    core->count[u] = 1;
+  } else {
+    if (e < core->slot_min[u])
+      core->slot_min[u] = e;
+    core->count[u]++;
+  }
+}
+
+
+/* The slot of level `level` for expiry tick e. */
+static inline unsigned uvtw__core_slot(unsigned level, uint64_t e) {
+  return uvtw__slot_base(level) +
+         (unsigned) ((e >> uvtw__level_shift(level)) &
+                     uvtw__ring_mask(level));
+}
+
+
+/* Files a timer whose expiry tick is e, relative to now_tick: by the bit
+ * length of e - now, so that anything due within UVTW__L0_SLOTS ticks goes
+ * to level 0, where it expires without being moved. */
 static inline void uvtw__core_file(uvtw__core_t* core,
                                    uvtw_timer_t* t,
                                    uint64_t e) {
-  uint64_t n;
-  uint64_t bit;
+  uint64_t d;
   unsigned level;
+  unsigned len;
   unsigned s;
 
-  n = core->now_tick;
-  if (e <= n) {
+  if (e <= core->now_tick) {
     uvtw__list_append(&core->ready, &t->link_);
     return;
   }
-  /* The level of the highest bit in which e and n differ. */
-  level = 63 - __builtin_clzll(e ^ n);
-  level = level < UVTW__L0_BITS
-              ? 0
-              : 1 + (level - UVTW__L0_BITS) / UVTW__LN_BITS;
-  if (level >= UVTW__LEVELS) {
-    uvtw__list_append(&core->overflow, &t->link_);
-    return;
+  d = e - core->now_tick;
+  if (d < UVTW__L0_SLOTS) {
+    s = (unsigned) (e & (UVTW__L0_SLOTS - 1));
+  } else {
+    len = 64 - (unsigned) __builtin_clzll(d);
+    if (len > UVTW__FILE_MAX_LEN) {
+      uvtw__list_append(&core->overflow, &t->link_);
+      return;
+    }
+    level = (len - UVTW__L0_BITS + UVTW__LN_BITS - 1) / UVTW__LN_BITS;
+    s = uvtw__core_slot(level, e);
   }
-  s = uvtw__slot_base(level) +
-      (unsigned) ((e >> uvtw__level_shift(level)) &
-                  ((1u << uvtw__level_bits(level)) - 1));
-  bit = (uint64_t) 1 << (s % 64);
-  if (!(core->occupied[s / 64] & bit)) {
-    core->occupied[s / 64] |= bit;
-    core->l0_words |= (uint32_t) (s < UVTW__L0_SLOTS) << (s / 64);
-    core->slot_min[s] = e;
-  } else if (e < core->slot_min[s]) {
-    core->slot_min[s] = e;
-  }
+  uvtw__core_occupy(core, s, e);
   uvtw__list_append(&core->slots[s], &t->link_);
 }
 
 
 /* Clears slot s's bit (it just became empty). */
 static inline void uvtw__core_clear_bit(uvtw__core_t* core, unsigned s) {
-  core->occupied[s / 64] &= ~((uint64_t) 1 << (s % 64));
-  if (s < UVTW__L0_SLOTS && core->occupied[s / 64] == 0)
-    core->l0_words &= ~((uint32_t) 1 << (s / 64));
+  core->occupied[s / UVTW__WORD_BITS] &=
+      ~((uint64_t) 1 << (s % UVTW__WORD_BITS));
+  if (s < UVTW__L0_SLOTS && core->occupied[s / UVTW__WORD_BITS] == 0)
+    core->l0_words &= ~((uint64_t) 1 << (s / UVTW__WORD_BITS));
 }
 
 
-/* Unlinks an active timer; returns non-zero if that emptied a slot. */
-static inline int uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
+/* Unlinks an active timer. */
+static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   struct uvtw__link* head;
   uintptr_t first;
   uintptr_t last;
-  size_t index;
 
+  UVTW__ASSERT(t->link_.next != NULL && t->link_.next->prev == &t->link_);
   head = uvtw__list_remove(&t->link_);
   if (head == NULL)
-    return 0;
+    return;
   first = (uintptr_t) &core->slots[0];
   last = (uintptr_t) &core->slots[UVTW__NSLOTS - 1];
   if ((uintptr_t) head < first || (uintptr_t) head > last)
-    return 0; /* overflow, ready or due: no bitmap */
-  index = ((uintptr_t) head - first) / sizeof(*head);
-  uvtw__core_clear_bit(core, (unsigned) index);
-  return 1;
+    return; /* overflow, ready or due: no bitmap */
+  uvtw__core_clear_bit(core,
+                       (unsigned) (((uintptr_t) head - first) /
+                                   sizeof(*head)));
 }
 
 
@@ -127,11 +153,10 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
   uint64_t e;
 
   t->start_id_ = core->next_start_id++;
-  if (t->link_.next != NULL) {
+  if (t->link_.next != NULL)
     uvtw__core_unlink(core, t);
-  } else {
+  else
     uvtw__core_count(core, t, 1);
-  }
   t->deadline_ = deadline_ms;
   e = uvtw__core_tick_of(core, deadline_ms);
   uvtw__core_file(core, t, e);
@@ -156,16 +181,12 @@ static inline int uvtw__core_rearm_later(uvtw__core_t* core,
 }
 
 
-/* Makes `timer` inactive.  No-op on an inactive timer.  Returns non-zero if
- * this emptied a slot (the next wake-up may now be later). */
-static inline int uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
-  int emptied;
-
+/* Makes `timer` inactive.  No-op on an inactive timer. */
+static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
   if (t->link_.next == NULL)
-    return 0;
-  emptied = uvtw__core_unlink(core, t);
+    return;
+  uvtw__core_unlink(core, t);
   uvtw__core_count(core, t, -1);
-  return emptied;
 }
 
 

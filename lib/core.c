@@ -1,40 +1,51 @@
 /* SPDX-License-Identifier: MIT */
 /* The hierarchical timing wheel.
  *
- * Six levels: level 0 has 1024 slots, levels 1 to 5 have 64.  Times
- * inside are ticks: a deadline in ms is rounded UP to a tick
- * (e = ceil(deadline / tick_ms)), so nothing fires early.  With tick_ms = 1:
+ * Six levels, each a ring.  Times inside are ticks: a deadline in ms is
+ * rounded UP to a tick (e = ceil(deadline / tick_ms)), so nothing fires
+ * early.  With tick_ms = 1 (multiply by tick_ms for other ticks):
  *
- *   level  slots  slot granularity   level range
- *     0     1024        1 ms            1.0 s
- *     1       64      1.0 s            65.5 s
- *     2       64     65.5 s            69.9 min
- *     3       64     69.9 min           3.1 days
- *     4       64      3.1 days        199 days
- *     5       64    199 days           34.8 years   (2^40 ticks)
+ *   level  ring   slot granularity  a start files here if e - now is
+ *     0    2048        1 ms             1 ..  2047 ms
+ *     1     128      1.0 s           2048 ms .. 65.5 s
+ *     2     128     65.5 s             65.5 s .. 69.9 min
+ *     3     128     69.9 min           69.9 min .. 3.1 days
+ *     4     128      3.1 days           3.1 days .. 199 days
+ *     5     128    199 days           199 days .. 34.8 years (2^40 ticks)
  *   overflow list: anything later, up to UINT64_MAX
  *
- * (multiply by tick_ms for other ticks: with 100 ms, level 0 spans 102 s.)
- * Level 0 is wide because it is where timers expire from: RPC deadlines
- * and heartbeats of up to a second never cascade, and a pass collects them
- * without touching any other level.
+ * Placement.  With n = now_tick and d = e - n > 0: d < 2048 goes to level
+ * 0, slot e mod 2048; otherwise level l = the first whose granularity
+ * times 64 exceeds d (by d's bit length), slot (e >> shift(l)) mod 128.
+ * So every timer due within 2047 ticks of now expires from level 0 without
+ * ever being moved, whatever the phase of the clock: short timeouts never
+ * cascade.  Each level's ring is twice what its placement uses, so
+ * invariants (uvtw__core_check verifies them all):
+ *   - a level-0 slot holds timers of one tick, in (n, n + 2047]: slot r's
+ *     tick is the one in that window that is r mod 2048;
+ *   - an upper slot holds timers of one block (2^shift(l) ticks), the
+ *     block after n's at that level or up to 127 blocks later; slot r's
+ *     block is the one in that window that is r mod 128;
+ *   - a slot must be collected when n enters its block (for level 0: its
+ *     tick); then each timer either expires or is re-filed lower
+ *     ("cascade");
+ *   - advancing n over any gap visits each occupied slot once at most: the
+ *     work is bounded by the 42 bitmap words and the occupied lists, not
+ *     by the length of the gap.
+ * A cascade (and a pre-cascade) re-files into the lowest level whose ring
+ * the timer fits, which may be more than a start's placement allows.
  *
- * Placement.  With n = now_tick, a timer expiring at tick e > n goes to the
- * level of the highest bit in which e and n differ (bits 0-9: level 0;
- * bits 10-15: level 1; ...), in the slot given by e's digit at that level.
- * So e and n agree above that level, and e's digit there is greater than
- * n's.  Consequences, which are the invariants uvtw__core_check()
- * verifies:
- *   - an occupied slot at level l has a digit greater than n's, so the
- *     lowest set bit of level l's bitmap is the level's earliest slot, and
- *     the lowest occupied level holds the wheel's earliest timers;
- *   - a slot's block (the ticks it covers) starts after n, and the slot must
- *     be collected when n enters that block; then each of its timers either
- *     expires or is re-filed at a lower level ("cascade").  A timer moves at
- *     most LEVELS times;
- *   - advancing n over any gap visits each level's occupied slots once at
- *     most: the work is bounded by the 21 bitmap words and the occupied
- *     lists, not by the length of the gap.
+ * Pre-cascade.  The next block of level l >= 1 fits in level l - 1 for as
+ * long as n is in the block before it (the lower ring is twice as long as
+ * one block of this level).  So each pass moves a share of that slot's
+ * timers down: the share of the time until the block begins that elapsed
+ * since the last pass (count * elapsed / (remaining + elapsed), rounded up),
+ * and the driver is woken for it when the slot holds more than
+ * UVTW__PRECASCADE_CHUNK timers, about every CHUNK timers' worth of time.
+ * A slot of a million timers is thus re-filed ~1,024 at a time over the
+ * second (at level 1) before its block, not all in the one iteration that
+ * enters it.  What is left when the block begins is collected then, as
+ * without a pre-cascade.
  *
  * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
  * only rewrites its deadline: its slot's block starts at or before the old
@@ -59,8 +70,10 @@
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   unsigned s;
 
+  UVTW__ASSERT(tick_ms >= 1);
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
+  core->precascade_chunk = UVTW__PRECASCADE_CHUNK;
   core->now_tick = now_ms / tick_ms;
   core->collected_ms = core->now_tick * tick_ms;
   for (s = 0; s < UVTW__NSLOTS; s++)
@@ -71,42 +84,212 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
 }
 
 
-/* The earliest occupied slot of `level`, or UVTW__NSLOTS if none. */
-static unsigned first_slot(const uvtw__core_t* core, unsigned level) {
-  unsigned w;
+static unsigned ring_slots(unsigned level) {
+  return uvtw__ring_mask(level) + 1;
+}
 
+
+/* n's block at `level`. */
+static uint64_t block_of(uint64_t tick, unsigned level) {
+  return tick >> uvtw__level_shift(level);
+}
+
+
+/* The first occupied slot of `level` in ring order from ring position p
+ * (0 <= p < ring size), as a flat index; UVTW__NSLOTS if the level is
+ * empty. */
+static unsigned ring_first(const uvtw__core_t* core,
+                           unsigned level,
+                           unsigned p) {
+  uint64_t word;
+  uint64_t summary;
+  unsigned words;
+  unsigned base;
+  unsigned w0;
+  unsigned w;
+  unsigned i;
+
+  base = uvtw__slot_base(level) / UVTW__WORD_BITS;
+  words = ring_slots(level) / UVTW__WORD_BITS;
+  w0 = p / UVTW__WORD_BITS;
+  word = core->occupied[base + w0] & (~(uint64_t) 0 << (p % UVTW__WORD_BITS));
+  if (word != 0)
+    return (base + w0) * UVTW__WORD_BITS + __builtin_ctzll(word);
   if (level == 0) {
-    if (core->l0_words == 0)
+    /* The other words by the summary: after w0, then from 0 (the wrap). */
+    summary = core->l0_words & ~(((uint64_t) 2 << w0) - 1);
+    if (summary == 0)
+      summary = core->l0_words;
+    if (summary == 0)
       return UVTW__NSLOTS;
-    w = __builtin_ctz(core->l0_words);
-  } else {
-    w = uvtw__slot_base(level) / 64;
-    if (core->occupied[w] == 0)
-      return UVTW__NSLOTS;
+    w = (unsigned) __builtin_ctzll(summary);
+    return w * UVTW__WORD_BITS + __builtin_ctzll(core->occupied[w]);
   }
-  return w * 64 + __builtin_ctzll(core->occupied[w]);
+  for (i = 1; i <= words; i++) {
+    w = (w0 + i) % words;
+    if (core->occupied[base + w] != 0)
+      return (base + w) * UVTW__WORD_BITS +
+             __builtin_ctzll(core->occupied[base + w]);
+  }
+  return UVTW__NSLOTS;
+}
+
+
+/* Level 0 slot s's tick: the one in (n, n + L0_SLOTS] that is s mod the
+ * ring. */
+static uint64_t l0_tick(const uvtw__core_t* core, unsigned s) {
+  return core->now_tick + 1 +
+         ((s - (core->now_tick + 1)) & (UVTW__L0_SLOTS - 1));
+}
+
+
+/* An upper slot's block, likewise. */
+static uint64_t upper_block(const uvtw__core_t* core,
+                            unsigned level,
+                            unsigned s) {
+  uint64_t nb;
+
+  nb = block_of(core->now_tick, level);
+  return nb + 1 + ((s - uvtw__slot_base(level) - (nb + 1)) &
+                   uvtw__ring_mask(level));
+}
+
+
+/* The first occupied slot of `level` (UVTW__NSLOTS if none) and the lower
+ * bound on its timers' expiry. */
+static unsigned level_first(const uvtw__core_t* core,
+                            unsigned level,
+                            uint64_t* tick) {
+  unsigned s;
+
+  s = ring_first(core, level,
+                 (unsigned) ((block_of(core->now_tick, level) + 1) &
+                             uvtw__ring_mask(level)));
+  if (s != UVTW__NSLOTS)
+    *tick = level == 0 ? l0_tick(core, s)
+                       : core->slot_min[uvtw__upper_index(s)];
+  return s;
+}
+
+
+/* The slot that holds level l's next block (the one after n's), for the
+ * pre-cascade. */
+static unsigned next_block_slot(const uvtw__core_t* core, unsigned level) {
+  return uvtw__core_slot(level, (block_of(core->now_tick, level) + 1)
+                                    << uvtw__level_shift(level));
+}
+
+
+static int slot_occupied(const uvtw__core_t* core, unsigned s) {
+  return (core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1;
+}
+
+
+/* When the pre-cascade of a big next block must run next: about every
+ * CHUNK timers' share of the time until the block begins. */
+static uint64_t precascade_tick(const uvtw__core_t* core) {
+  uint64_t best;
+  uint64_t left;
+  uint64_t step;
+  uint32_t count;
+  unsigned level;
+  unsigned s;
+
+  best = UVTW__NO_TICK;
+  for (level = 1; level < UVTW__LEVELS; level++) {
+    s = next_block_slot(core, level);
+    if (!slot_occupied(core, s))
+      continue;
+    count = core->count[uvtw__upper_index(s)];
+    if (count <= core->precascade_chunk)
+      continue;
+    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
+           core->now_tick;
+    step = left / ((count + core->precascade_chunk - 1) /
+                   core->precascade_chunk);
+    if (step == 0)
+      step = 1;
+    if (core->now_tick + step < best)
+      best = core->now_tick + step;
+  }
+  return best;
 }
 
 
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
-  uint64_t top_block;
+  uint64_t next;
+  uint64_t tick;
+  uint64_t top;
   unsigned level;
-  unsigned s;
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick;
-  /* Every slot of level l lies before every slot of level l + 1. */
-  for (level = 0; level < UVTW__LEVELS; level++) {
-    s = first_slot(core, level);
-    if (s != UVTW__NSLOTS)
-      return core->slot_min[s];
+  /* The rings overlap in time (a timer filed long ago at level 1 may be
+   * due before one just filed at level 0): the minimum over all levels. */
+  next = UVTW__NO_TICK;
+  for (level = 0; level < UVTW__LEVELS; level++)
+    if (level_first(core, level, &tick) != UVTW__NSLOTS && tick < next)
+      next = tick;
+  if (!uvtw__list_empty(&core->overflow)) {
+    /* Overflow timers are re-examined when n enters the next top-level
+     * block.  None exists while n is in the last one, so no wrap. */
+    top = block_of(core->now_tick, UVTW__LEVELS - 1) + 1;
+    UVTW__ASSERT(top < (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
+    top <<= UVTW__TOP_SHIFT;
+    if (top < next)
+      next = top;
   }
-  if (uvtw__list_empty(&core->overflow))
-    return UINT64_MAX;
-  /* Overflow timers are re-filed when n enters the next top-level block.
-   * No overflow timer exists while n is in the last block, so no wrap. */
-  top_block = core->now_tick >> UVTW__WHEEL_BITS;
-  return (top_block + 1) << UVTW__WHEEL_BITS;
+  tick = precascade_tick(core);
+  return tick < next ? tick : next;
+}
+
+
+/* Files t where its expiry belongs: the lowest level whose ring holds it
+ * (for cascades, which may place lower than a start would), `ready` if it
+ * is due. */
+static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
+  uint64_t e;
+  unsigned level;
+  unsigned s;
+
+  e = uvtw__core_tick_of(core, t->deadline_);
+  if (e <= core->now_tick) {
+    uvtw__list_append(&core->ready, &t->link_);
+    return;
+  }
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    if (block_of(e, level) - block_of(core->now_tick, level) <=
+        uvtw__ring_mask(level)) {
+      s = uvtw__core_slot(level, e);
+      uvtw__core_occupy(core, s, e);
+      uvtw__list_append(&core->slots[s], &t->link_);
+      return;
+    }
+  }
+  uvtw__list_append(&core->overflow, &t->link_);
+}
+
+
+/* The earliest slot over all levels and its tick, or UVTW__NSLOTS. */
+static unsigned earliest_slot(const uvtw__core_t* core,
+                              unsigned* level_out,
+                              uint64_t* tick_out) {
+  uint64_t tick;
+  unsigned best;
+  unsigned level;
+  unsigned s;
+
+  best = UVTW__NSLOTS;
+  *tick_out = UVTW__NO_TICK;
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    s = level_first(core, level, &tick);
+    if (s != UVTW__NSLOTS && tick < *tick_out) {
+      best = s;
+      *tick_out = tick;
+      *level_out = level;
+    }
+  }
+  return best;
 }
 
 
@@ -116,6 +299,7 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   struct uvtw__link* next;
   uvtw_timer_t* t;
   uint64_t block_end;
+  uint64_t first;
   uint64_t min_e;
   uint64_t e;
   unsigned level;
@@ -123,13 +307,10 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   unsigned count;
   unsigned s;
 
+  level = 0;
   for (budget = UVTW__TIGHTEN_MAX;;) {
-    for (level = 0; level < UVTW__LEVELS; level++) {
-      s = first_slot(core, level);
-      if (s != UVTW__NSLOTS)
-        break;
-    }
-    if (level == UVTW__LEVELS)
+    s = earliest_slot(core, &level, &first);
+    if (s == UVTW__NSLOTS)
       return;
     head = &core->slots[s];
     count = 0;
@@ -139,23 +320,27 @@ void uvtw__core_tighten(uvtw__core_t* core) {
     budget -= count;
     /* A timer lazily re-armed past the slot's block would make the wheel
      * wake at this block only to re-file it: re-file it now instead. */
-    block_end =
-        core->slot_min[s] | (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
-    min_e = UINT64_MAX;
+    block_end = level == 0 ? first
+                           : (upper_block(core, level, s)
+                              << uvtw__level_shift(level)) |
+                                 (((uint64_t) 1 << uvtw__level_shift(level)) -
+                                  1);
+    min_e = UVTW__NO_TICK;
     for (link = head->next; link != head; link = next) {
       next = link->next;
       t = uvtw__timer_of(link);
       e = uvtw__core_tick_of(core, t->deadline_);
       if (e > block_end) {
         uvtw__core_unlink(core, t);
-        uvtw__core_file(core, t, e);
+        file_lowest(core, t);
         core->cascades++;
       } else if (e < min_e) {
         min_e = e;
       }
     }
-    if (min_e != UINT64_MAX) {
-      core->slot_min[s] = min_e;
+    if (min_e != UVTW__NO_TICK) {
+      if (level != 0)
+        core->slot_min[uvtw__upper_index(s)] = min_e;
       return;
     }
     /* The slot emptied: look at the next one, within the budget. */
@@ -259,27 +444,151 @@ static void sort_due(uvtw__core_t* core) {
 }
 
 
-/* Moves the occupied slots with flat index lo..hi (one level's) to todo,
- * in index order, which is time order. */
+/* Moves the occupied slots with flat index lo..hi (within one level) to
+ * `to`, in index order. */
 static void take_slots(uvtw__core_t* core,
-                       struct uvtw__link* todo,
+                       struct uvtw__link* to,
                        unsigned lo,
                        unsigned hi) {
   uint64_t mask;
   uint64_t take;
   unsigned w;
+  unsigned s;
 
-  for (w = lo / 64; w <= hi / 64; w++) {
+  for (w = lo / UVTW__WORD_BITS; w <= hi / UVTW__WORD_BITS; w++) {
     mask = ~(uint64_t) 0;
-    if (w == lo / 64)
-      mask &= ~(uint64_t) 0 << (lo % 64);
-    if (w == hi / 64)
-      mask &= ~(uint64_t) 0 >> (63 - hi % 64);
+    if (w == lo / UVTW__WORD_BITS)
+      mask &= ~(uint64_t) 0 << (lo % UVTW__WORD_BITS);
+    if (w == hi / UVTW__WORD_BITS)
+      mask &= ~(uint64_t) 0 >> (UVTW__WORD_BITS - 1 - hi % UVTW__WORD_BITS);
     take = core->occupied[w] & mask;
     for (; take != 0; take &= take - 1) {
-      uvtw__core_clear_bit(core, w * 64 + __builtin_ctzll(take));
-      uvtw__list_splice(todo, &core->slots[w * 64 + __builtin_ctzll(take)]);
+      s = w * UVTW__WORD_BITS + (unsigned) __builtin_ctzll(take);
+      uvtw__core_clear_bit(core, s);
+      uvtw__list_splice(to, &core->slots[s]);
     }
+  }
+}
+
+
+/* Moves level l's slots of blocks first..last (in ring order, at most one
+ * ring's worth) to `to`. */
+static void take_blocks(uvtw__core_t* core,
+                        struct uvtw__link* to,
+                        unsigned level,
+                        uint64_t first,
+                        uint64_t last) {
+  unsigned mask;
+  unsigned base;
+  unsigned p1;
+  unsigned p2;
+
+  mask = uvtw__ring_mask(level);
+  base = uvtw__slot_base(level);
+  if (last - first >= mask) {
+    p1 = (unsigned) (first & mask); /* the whole ring, in time order */
+    p2 = (p1 + mask) & mask;
+  } else {
+    p1 = (unsigned) (first & mask);
+    p2 = (unsigned) (last & mask);
+  }
+  if (p1 <= p2) {
+    take_slots(core, to, base + p1, base + p2);
+  } else {
+    take_slots(core, to, base + p1, base + mask);
+    take_slots(core, to, base, base + p2);
+  }
+}
+
+
+/* Advances now_tick to n2, moving every slot that n2 reached: level 0's to
+ * `l0_to`, the others' (and the overflow list when the top block changed)
+ * to `todo`. */
+static void advance(uvtw__core_t* core,
+                    uint64_t n2,
+                    struct uvtw__link* l0_to,
+                    struct uvtw__link* todo) {
+  uint64_t nb;
+  uint64_t nb2;
+  unsigned level;
+  uint64_t n;
+
+  n = core->now_tick;
+  UVTW__ASSERT(n2 > n);
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    nb = block_of(n, level);
+    nb2 = block_of(n2, level);
+    if (nb == nb2)
+      break; /* so do all higher levels */
+    take_blocks(core, level == 0 ? l0_to : todo, level, nb + 1, nb2);
+  }
+  if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1))
+    uvtw__list_splice(todo, &core->overflow);
+  core->now_tick = n2;
+  core->collected_ms = n2 * core->tick_ms;
+}
+
+
+/* Expires (to `due`) or re-files every timer of `todo`. */
+static void cascade(uvtw__core_t* core,
+                    struct uvtw__link* todo,
+                    struct uvtw__link* due) {
+  struct uvtw__link* link;
+  uvtw_timer_t* t;
+
+  while (!uvtw__list_empty(todo)) {
+    link = todo->next;
+    uvtw__list_remove(link);
+    t = uvtw__timer_of(link);
+    if (t->deadline_ <= core->collected_ms) {
+      uvtw__list_append(due, link);
+    } else {
+      file_lowest(core, t);
+      core->cascades++;
+    }
+  }
+}
+
+
+/* The pre-cascade step of a pass that advanced by `elapsed` ticks: moves
+ * each upper level's next block down by its share (see the top). */
+static void precascade(uvtw__core_t* core, uint64_t elapsed) {
+  struct uvtw__link* head;
+  uvtw_timer_t* t;
+  uint64_t left;
+  uint64_t quota;
+  uint32_t* count;
+  unsigned level;
+  unsigned s;
+
+  for (level = 1; level < UVTW__LEVELS; level++) {
+    s = next_block_slot(core, level);
+    if (!slot_occupied(core, s))
+      continue;
+    count = &core->count[uvtw__upper_index(s)];
+    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
+           core->now_tick;
+    /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
+     * 2^34 here and count < 2^32, so 128 bits cannot overflow. */
+    if (elapsed >= left)
+      quota = *count;
+    else
+      quota = (uint64_t) (((unsigned __int128) *count * elapsed + left +
+                           elapsed - 1) /
+                          (left + elapsed));
+    head = &core->slots[s];
+    for (; quota > 0 && !uvtw__list_empty(head); quota--) {
+      t = uvtw__timer_of(head->next);
+      uvtw__list_remove(&t->link_);
+      UVTW__ASSERT(*count > 0);
+      --*count;
+      /* Its expiry is in the next block, or later if lazily re-armed: never
+       * due, and never back in this slot. */
+      file_lowest(core, t);
+      core->cascades++;
+    }
+    if (uvtw__list_empty(head))
+      uvtw__core_clear_bit(core, s);
   }
 }
 
@@ -290,14 +599,6 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   uvtw_timer_t* t;
   uint64_t n;
   uint64_t n2;
-  uint64_t old_block;
-  uint64_t new_block;
-  unsigned level;
-  unsigned shift;
-  unsigned bits;
-  unsigned base;
-  unsigned d0;
-  unsigned d1;
 
   uvtw__list_init(&todo);
   /* Timers found ready earlier fire first: their expiry is <= n, before
@@ -306,44 +607,12 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   n = core->now_tick;
   n2 = now_ms / core->tick_ms;
   if (n2 > n) {
-    for (level = 0; level < UVTW__LEVELS; level++) {
-      shift = uvtw__level_shift(level);
-      bits = uvtw__level_bits(level);
-      base = uvtw__slot_base(level);
-      old_block = n >> shift;
-      new_block = n2 >> shift;
-      if (old_block == new_block)
-        break; /* so do all higher levels */
-      if ((old_block >> bits) != (new_block >> bits)) {
-        /* The level went round: all its slots are due for collection. */
-        take_slots(core, level == 0 ? &core->due : &todo, base,
-                   base + (1u << bits) - 1);
-      } else {
-        d0 = (unsigned) (old_block & ((1u << bits) - 1));
-        d1 = (unsigned) (new_block & ((1u << bits) - 1));
-        take_slots(core, level == 0 ? &core->due : &todo, base + d0 + 1,
-                   base + d1);
-      }
-    }
-    if ((n >> UVTW__WHEEL_BITS) != (n2 >> UVTW__WHEEL_BITS))
-      uvtw__list_splice(&todo, &core->overflow);
-    core->now_tick = n2;
-    core->collected_ms = n2 * core->tick_ms;
-  }
-
-  /* A level-0 slot holds one tick, so its timers went straight to `due`
-   * (one walk less over them), bar lazily re-armed ones, peeled off below.
-   * Higher levels cascade: each timer expires or moves down. */
-  while (!uvtw__list_empty(&todo)) {
-    link = todo.next;
-    uvtw__list_remove(link);
-    t = uvtw__timer_of(link);
-    if (uvtw__core_tick_of(core, t->deadline_) <= core->now_tick) {
-      uvtw__list_append(&core->due, link);
-    } else {
-      uvtw__core_file(core, t, uvtw__core_tick_of(core, t->deadline_));
-      core->cascades++;
-    }
+    /* A level-0 slot holds one tick, so its timers go straight to `due`
+     * (one walk less over them), bar lazily re-armed ones, peeled off
+     * below.  Higher levels cascade: each timer expires or moves down. */
+    advance(core, n2, &core->due, &todo);
+    cascade(core, &todo, &core->due);
+    precascade(core, n2 - n);
   }
   sort_due(core);
   /* Sorted by deadline, timers re-armed past now (lazily, in a level-0
@@ -365,6 +634,19 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
       core->cascades++;
     }
   }
+}
+
+
+void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
+  struct uvtw__link todo;
+  uint64_t n2;
+
+  n2 = now_ms / core->tick_ms;
+  if (n2 <= core->now_tick)
+    return;
+  uvtw__list_init(&todo);
+  advance(core, n2, &todo, &todo);
+  cascade(core, &todo, &core->ready);
 }
 
 
@@ -455,7 +737,6 @@ void uvtw__core_clear(uvtw__core_t* core) {
   clear_list(&core->ready);
   clear_list(&core->due);
   atomic_store_explicit(&core->active, 0, memory_order_relaxed);
-  core->tasks_filed = 0;
   core->active_ref = 0;
 }
 
@@ -476,7 +757,6 @@ void uvtw__core_clear(uvtw__core_t* core) {
 
 typedef struct {
   uint64_t count;
-  uint64_t tasks;
   uint64_t refs;
   uint64_t min_e; /* true minimum expiry tick in slots and overflow */
 } tally_t;
@@ -505,11 +785,10 @@ static int check_list(const uvtw__core_t* core,
           (unsigned long long) e, (unsigned long long) lo,
           (unsigned long long) hi, (unsigned long long) core->now_tick);
     CHECK(t->start_id_ < core->next_start_id, "%s: start_id", name);
-    if (t->task_)
-      tally->tasks++;
-    else
-      tally->count++;
+    tally->count++;
     tally->refs += !t->unref_;
+    if (e < tally->min_e)
+      tally->min_e = e;
   }
   return 0;
 }
@@ -518,17 +797,19 @@ static int check_list(const uvtw__core_t* core,
 int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
   const struct uvtw__link* head;
   const struct uvtw__link* link;
-  const uvtw_timer_t* t;
   tally_t tally;
   uint64_t n;
+  uint64_t nb;
   uint64_t block;
-  uint64_t e;
+  uint64_t first;
+  uint64_t last;
   uint64_t next;
+  uint64_t length;
   unsigned shift;
-  unsigned bits;
-  unsigned digit;
-  unsigned d;
+  unsigned mask;
+  unsigned r;
   unsigned s;
+  unsigned u;
   unsigned w;
   int occupied;
   int l;
@@ -537,61 +818,68 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
   CHECK(core->collected_ms == n * core->tick_ms, "collected_ms %llu",
         (unsigned long long) core->collected_ms);
   memset(&tally, 0, sizeof(tally));
-  tally.min_e = UINT64_MAX;
+  tally.min_e = UVTW__NO_TICK;
 
   for (w = 0; w < UVTW__L0_WORDS; w++)
     CHECK(((core->l0_words >> w) & 1) == (core->occupied[w] != 0),
           "level 0 word summary bit %u", w);
+  CHECK((core->l0_words >> (UVTW__L0_WORDS - 1) >> 1) == 0,
+        "level 0 word summary beyond level 0");
   for (l = 0; l < UVTW__LEVELS; l++) {
     shift = uvtw__level_shift(l);
-    bits = uvtw__level_bits(l);
-    digit = (n >> shift) & ((1u << bits) - 1);
-    for (d = 0; d < (1u << bits); d++) {
-      s = uvtw__slot_base(l) + d;
+    mask = uvtw__ring_mask(l);
+    nb = n >> shift;
+    for (r = 0; r <= mask; r++) {
+      s = uvtw__slot_base(l) + r;
       head = &core->slots[s];
-      occupied = (core->occupied[s / 64] >> (s % 64)) & 1;
+      occupied = (core->occupied[s / UVTW__WORD_BITS] >>
+                  (s % UVTW__WORD_BITS)) & 1;
       CHECK(occupied == !uvtw__list_empty(head),
-            "bitmap bit of level %d slot %u is %d", l, d, occupied);
+            "bitmap bit of level %d slot %u is %d", l, r, occupied);
       if (!occupied)
         continue;
-      CHECK(d > digit, "level %d slot %u is at or before now (digit %u)", l,
-            d, digit);
-      /* First tick of the slot's block: n's digits above level l, then d. */
-      block = (n >> (shift + bits)) << (shift + bits);
-      block |= (uint64_t) d << shift;
-      CHECK(core->slot_min[s] >= block,
-            "level %d slot %u: slot_min %llu before its block %llu", l, d,
-            (unsigned long long) core->slot_min[s],
+      /* The slot's block: the one in (nb, nb + ring) that is r mod ring. */
+      block = nb + 1 + ((r - (nb + 1)) & mask);
+      first = block << shift;
+      last = first | (((uint64_t) 1 << shift) - 1);
+      CHECK(block > nb && (first >> shift) == block,
+            "level %d slot %u: block %llu beyond the range of ticks", l, r,
             (unsigned long long) block);
-      CHECK(core->slot_min[s] <= (block | (((uint64_t) 1 << shift) - 1)),
-            "level %d slot %u: slot_min %llu after its block", l, d,
-            (unsigned long long) core->slot_min[s]);
-      CHECK(check_list(core, head, core->slot_min[s], UINT64_MAX, "slot",
-                       &tally, out) == 0,
-            "level %d slot %u", l, d);
-      for (link = head->next; link != head; link = link->next) {
-        t = uvtw__container_of(link, uvtw_timer_t, link_);
-        e = uvtw__core_tick_of(core, t->deadline_);
-        if (e < tally.min_e)
-          tally.min_e = e;
+      if (l == 0) {
+        CHECK(check_list(core, head, first, UVTW__NO_TICK, "slot", &tally,
+                         out) == 0,
+              "level 0 slot %u (tick %llu)", r, (unsigned long long) first);
+        continue;
       }
+      u = uvtw__upper_index(s);
+      CHECK(core->slot_min[u] >= first && core->slot_min[u] <= last,
+            "level %d slot %u: slot_min %llu outside its block [%llu, %llu]",
+            l, r, (unsigned long long) core->slot_min[u],
+            (unsigned long long) first, (unsigned long long) last);
+      CHECK(check_list(core, head, core->slot_min[u], UVTW__NO_TICK, "slot",
+                       &tally, out) == 0,
+            "level %d slot %u", l, r);
+      length = 0;
+      for (link = head->next; link != head; link = link->next)
+        length++;
+      CHECK(core->count[u] >= length, "level %d slot %u: count %u < %llu", l,
+            r, core->count[u], (unsigned long long) length);
     }
   }
-  /* Overflow timers belong to a later top-level block than n. */
-  block = ((n >> UVTW__WHEEL_BITS) + 1) << UVTW__WHEEL_BITS;
-  CHECK(uvtw__list_empty(&core->overflow) || block != 0, "overflow at top");
-  CHECK(check_list(core, &core->overflow, block, UINT64_MAX, "overflow",
-                   &tally, out) == 0, "overflow");
-  for (link = core->overflow.next; link != &core->overflow; link = link->next) {
-    e = uvtw__core_tick_of(core, uvtw__container_of(link, uvtw_timer_t,
-                                                    link_)->deadline_);
-    if (e < tally.min_e)
-      tally.min_e = e;
-  }
+  /* Overflow timers belong to a later top-level block than n's. */
+  block = (n >> UVTW__TOP_SHIFT) + 1;
+  CHECK(uvtw__list_empty(&core->overflow) ||
+            block < (uint64_t) 1 << (64 - UVTW__TOP_SHIFT),
+        "overflow timers in the last top-level block");
+  CHECK(check_list(core, &core->overflow, block << UVTW__TOP_SHIFT,
+                   UVTW__NO_TICK, "overflow", &tally, out) == 0,
+        "overflow");
   /* Nothing is due early: ready and due hold only expired timers. */
+  first = tally.min_e;
   CHECK(check_list(core, &core->ready, 0, n, "ready", &tally, out) == 0,
         "ready");
   CHECK(check_list(core, &core->due, 0, n, "due", &tally, out) == 0, "due");
+  tally.min_e = first;
   for (link = core->due.next; link != &core->due && link->next != &core->due;
        link = link->next)
     CHECK(before(link, link->next), "due list out of order");
@@ -602,9 +890,6 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
         (unsigned long long) atomic_load_explicit(&core->active,
                                                   memory_order_relaxed),
         (unsigned long long) tally.count);
-  CHECK(tally.tasks == core->tasks_filed, "tasks_filed %llu, counted %llu",
-        (unsigned long long) core->tasks_filed,
-        (unsigned long long) tally.tasks);
   CHECK(tally.refs == core->active_ref, "active_ref %llu, counted %llu",
         (unsigned long long) core->active_ref,
         (unsigned long long) tally.refs);
@@ -616,7 +901,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
           (unsigned long long) next);
   CHECK(next <= tally.min_e, "next wake-up %llu after the minimum %llu",
         (unsigned long long) next, (unsigned long long) tally.min_e);
-  CHECK(tally.count + tally.tasks != 0 || next == UINT64_MAX,
+  CHECK(tally.count != 0 || next == UVTW__NO_TICK,
         "empty wheel wakes at %llu", (unsigned long long) next);
   return 0;
 }

@@ -3,7 +3,8 @@
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
  * start_id_, unref_, repeat_); the libuv layer (wheel.c, driver.c,
- * timer.c) owns everything else.  See core.c for the level table and the
+ * timer.c, task.c) owns everything else: the core does not know which of
+ * its timers belong to tasks.  See core.c for the level table and the
  * invariants. */
 
 #ifndef UVTW_CORE_H
@@ -13,36 +14,71 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "uvtw-assert.h"
 #include "list.h"
 #include "uvtw.h"
 
-/* Level 0 has 1024 slots (10 bits of ticks: a second at tick 1, so most
- * timeouts of a server expire without ever cascading); levels 1 to 5 have
- * 64 (6 bits each, one bitmap word).  40 bits of ticks in all.  The slots
- * of all levels are one flat array; level l's start at uvtw__slot_base(l),
- * which is a multiple of 64, so slot i's bit is bit i % 64 of word i / 64
- * of `occupied`. */
+/* The geometry, all derived from three knobs (as the Linux wheel derives
+ * LVL_SIZE and LVL_OFFS from LVL_BITS):
+ *   - UVTW__L0_BITS: level 0's span, 2^10 ticks; every timer due within
+ *     2 * 2^10 ticks of now is filed in level 0 and never cascades;
+ *   - UVTW__LN_BITS: each upper level multiplies the granularity by 2^6;
+ *   - UVTW__LEVELS.
+ * Every level is a ring of twice its span (UVTW__RING_BITS = 1), so that a
+ * slot whose block begins next can be re-filed into the level below while
+ * the current block runs: the re-filing of a big slot is spread over the
+ * block before it (see core.c, "Pre-cascade"). */
 #define UVTW__LEVELS 6
 #define UVTW__L0_BITS 10
 #define UVTW__LN_BITS 6
-#define UVTW__WHEEL_BITS (UVTW__L0_BITS + UVTW__LN_BITS * (UVTW__LEVELS - 1))
-#define UVTW__L0_SLOTS (1u << UVTW__L0_BITS)
-#define UVTW__NSLOTS (UVTW__L0_SLOTS + (UVTW__LEVELS - 1) * 64)
-#define UVTW__NWORDS (UVTW__NSLOTS / 64)
-#define UVTW__L0_WORDS (UVTW__L0_SLOTS / 64)
+#define UVTW__RING_BITS 1
+#define UVTW__WORD_BITS 64 /* bits per occupancy word */
+
+#define UVTW__L0_SLOTS (1u << (UVTW__L0_BITS + UVTW__RING_BITS))
+#define UVTW__LN_SLOTS (1u << (UVTW__LN_BITS + UVTW__RING_BITS))
+#define UVTW__UPPER_SLOTS ((UVTW__LEVELS - 1) * UVTW__LN_SLOTS)
+#define UVTW__NSLOTS (UVTW__L0_SLOTS + UVTW__UPPER_SLOTS)
+#define UVTW__NWORDS (UVTW__NSLOTS / UVTW__WORD_BITS)
+#define UVTW__L0_WORDS (UVTW__L0_SLOTS / UVTW__WORD_BITS)
+/* The top level's granularity: overflow timers are re-examined whenever
+ * now enters a new block of it. */
+#define UVTW__TOP_SHIFT (UVTW__L0_BITS + UVTW__LN_BITS * (UVTW__LEVELS - 2))
+/* A start files by the bit length of (expiry - now): level 0 below
+ * L0_SLOTS, level l >= 1 up to L0_BITS + LN_BITS * l bits, the overflow
+ * list beyond FILE_MAX_LEN bits. */
+#define UVTW__FILE_MAX_LEN (UVTW__TOP_SHIFT + UVTW__LN_BITS)
+
+_Static_assert(UVTW__L0_SLOTS % UVTW__WORD_BITS == 0,
+               "level 0 must fill whole occupancy words");
+_Static_assert(UVTW__LN_SLOTS % UVTW__WORD_BITS == 0,
+               "an upper level must fill whole occupancy words");
+_Static_assert(UVTW__L0_WORDS <= 64,
+               "l0_words has one bit per occupancy word of level 0");
+_Static_assert(UVTW__LN_BITS >= 2, "an upper level needs a ring of >= 8");
+_Static_assert(UVTW__FILE_MAX_LEN < 64, "the wheel must fit in 64 bits");
+
+/* "No tick": an empty wheel's next wake-up. */
+#define UVTW__NO_TICK UINT64_MAX
 
 static inline unsigned uvtw__level_shift(unsigned level) {
   return level == 0 ? 0 : UVTW__L0_BITS + UVTW__LN_BITS * (level - 1);
 }
 
 
-static inline unsigned uvtw__level_bits(unsigned level) {
-  return level == 0 ? UVTW__L0_BITS : UVTW__LN_BITS;
+static inline unsigned uvtw__ring_mask(unsigned level) {
+  return (level == 0 ? UVTW__L0_SLOTS : UVTW__LN_SLOTS) - 1;
 }
 
 
 static inline unsigned uvtw__slot_base(unsigned level) {
-  return level == 0 ? 0 : UVTW__L0_SLOTS + 64 * (level - 1);
+  return level == 0 ? 0 : UVTW__L0_SLOTS + UVTW__LN_SLOTS * (level - 1);
+}
+
+
+/* An upper-level slot's index among the upper slots, for slot_min and
+ * count. */
+static inline unsigned uvtw__upper_index(unsigned s) {
+  return s - UVTW__L0_SLOTS;
 }
 
 typedef struct uvtw__core_s {
@@ -52,21 +88,28 @@ typedef struct uvtw__core_s {
   uint64_t now_tick;
   uint64_t collected_ms; /* now_tick * tick_ms: d > it <=> d's tick > it */
   uint64_t next_start_id;
-  /* Timers filed anywhere (slots, overflow, ready, due), tasks' apart.
-   * Only the loop thread writes `active`; other threads may read it. */
+  /* Timers filed anywhere (slots, overflow, ready, due).  Only the loop
+   * thread writes it; other threads may read it. */
   _Atomic uint64_t active;
-  uint64_t tasks_filed;
-  uint64_t active_ref;     /* of both, the referenced ones */
+  uint64_t active_ref;     /* of them, the referenced ones */
   uint64_t cascades;       /* timers re-filed from a slot, not expired */
+  /* UVTW__PRECASCADE_CHUNK; the model test lowers it, to check the
+   * invariants after every small pre-cascade step. */
+  uint32_t precascade_chunk;
   /* Bit i % 64 of word i / 64 <=> slots[i] is non-empty. */
   uint64_t occupied[UVTW__NWORDS];
-  uint32_t l0_words; /* bit w <=> occupied[w] != 0, for level 0's words */
-  /* A lower bound on the expiry tick of every timer in an occupied slot,
-   * within the slot's block (never before its first tick, so a wake-up at
-   * it always collects the slot; never after its last).  Stale (too low)
-   * after a stop or a lazy re-arm: that costs one early wake-up, never a
-   * late one. */
-  uint64_t slot_min[UVTW__NSLOTS];
+  uint64_t l0_words; /* bit w <=> occupied[w] != 0, for level 0's words */
+  /* Upper levels only (a level-0 slot holds one tick, its own): a lower
+   * bound on the expiry tick of every timer in the slot, within the
+   * slot's block (never before its first tick, so a wake-up at it always
+   * collects the slot; never after its last).  Stale (too low) after a
+   * stop or a lazy re-arm: that costs one early wake-up, never a late one.
+   */
+  uint64_t slot_min[UVTW__UPPER_SLOTS];
+  /* Upper levels only: an upper bound on the timers in the slot (filed
+   * into it since it was last empty, minus those pre-cascaded out); it
+   * paces the pre-cascade. */
+  uint32_t count[UVTW__UPPER_SLOTS];
   struct uvtw__link slots[UVTW__NSLOTS];
   struct uvtw__link overflow; /* expiry beyond the top level's range */
   struct uvtw__link ready;    /* due when filed: run by the next pass */
@@ -75,9 +118,10 @@ typedef struct uvtw__core_s {
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
 
-/* The earliest tick at which the wheel has work (a due timer, or a slot to
- * collect), UINT64_MAX if it is empty.  <= now_tick when work is ready.
- * Never later than the true minimum expiry; O(levels). */
+/* The earliest tick at which the wheel has work (a due timer, a slot to
+ * collect, or a pre-cascade step), UVTW__NO_TICK if it is empty.
+ * <= now_tick when work is ready.  Never later than the true minimum
+ * expiry; O(levels). */
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 
 /* Makes the wheel's next wake-up exact when the earliest slots hold at most
@@ -87,14 +131,26 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
  * slot.  The bound keeps it O(1); a larger slot keeps its early wake-up,
  * at which the slot is re-filed (a cascade). */
 #define UVTW__TIGHTEN_MAX 8
+
+/* The pre-cascade wakes the driver for a next block of more than this many
+ * timers, and moves about this many per wake-up (see core.c). */
+#define UVTW__PRECASCADE_CHUNK 1024
 void uvtw__core_tighten(uvtw__core_t* core);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
  * start_id).  Timers started while the pass runs wait for the next pass.
- * Work is bounded by the occupied slots (at most 1344 lists), not by
- * the length of the gap since the last pass. */
+ * Work is bounded by the occupied slots, not by the length of the gap
+ * since the last pass, plus a pre-cascade step of at most what the time
+ * that passed owes (see core.c). */
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
+
+/* Outside a pass: brings now_tick up to now_ms when the loop's clock ran
+ * ahead of the wheel (no pass since), so that a timer started now is filed
+ * relative to the loop's now and a short one lands in level 0.  Timers
+ * expired by now_ms go to `ready`: the driver is armed for them already.
+ * Does nothing if now_ms is not a tick ahead. */
+void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
 
 /* Takes the first timer of the running pass, or NULL when the pass is over.
  * A one-shot is made inactive; a repeating timer is restarted for now_ms +

@@ -368,11 +368,30 @@ static void end_live(uvtw__tasks_t* tasks) {
 }
 
 
+/* The task's timer became (delta 1) or stopped being (-1) active in the
+ * core.  One writer (the loop thread): a relaxed load and store. */
+static void count_filed(uvtw_wheel_t* wheel, int delta) {
+  atomic_store_explicit(
+      &wheel->tasks.filed,
+      atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed) + delta,
+      memory_order_relaxed);
+}
+
+
+/* Stops the task's timer in the core, if active there. */
+static void stop_timer(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
+  if (timer->link_.next == NULL)
+    return;
+  uvtw__core_stop(&wheel->core, timer);
+  count_filed(wheel, -1);
+}
+
+
 /* Takes the task's timer out of the wheel, if it is there. */
 static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   if (node->location != AT_WHEEL)
     return;
-  uvtw__core_stop(&wheel->core, &node->timer);
+  stop_timer(wheel, &node->timer);
   node->location = AT_NONE;
 }
 
@@ -461,9 +480,9 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->cb_ = task_fire;
   timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
   timer->unref_ = 0;
-  timer->task_ = 1;
   node->location = AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
+  count_filed(wheel, 1);
   uvtw__driver_earlier(wheel, e);
 }
 
@@ -550,6 +569,8 @@ static void task_fire(uvtw_timer_t* timer) {
   node = task_of(timer);
   wheel = timer->wheel_;
   wheel->tasks.fires++;
+  if (timer->link_.next == NULL)
+    count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
   UVTW__ASSERT(node->location == AT_WHEEL);
   pool = is_pool(node);
   w = NULL;
@@ -568,7 +589,7 @@ static void task_fire(uvtw_timer_t* timer) {
     UVTW__ASSERT(STATE(word) == T_CANCELLED);
     if (w != NULL)
       work_put(&wheel->tasks, node);
-    uvtw__core_stop(&wheel->core, timer);
+    stop_timer(wheel, timer);
     return;
   }
 
@@ -717,7 +738,7 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
 
-  if (!timer->task_)
+  if (!uvtw__task_owns(timer))
     return;
   wheel = arg;
   node = task_of(timer);
@@ -846,6 +867,16 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
     free(w);
   }
   uvtw__pool_destroy(&wheel->tasks.pool);
+}
+
+
+int uvtw__task_owns(const uvtw_timer_t* timer) {
+  return timer->cb_ == task_fire;
+}
+
+
+uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
+  return atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed);
 }
 
 

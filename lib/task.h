@@ -79,6 +79,10 @@ typedef struct uvtw__tasks_s {
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   uvtw__work_t* free_works;  /* idle threadpool requests */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
+  /* Task timers active in the core (whose `active` counts every timer):
+   * the core's count minus this is the user timers'.  Written by the loop
+   * thread only, read by any (uvtw_wheel_pending). */
+  _Atomic uint64_t filed;
   uint64_t accepted;
   uint64_t run;      /* task callbacks run with status 0 */
   uint64_t fires;    /* task timers popped by the driver */
@@ -99,6 +103,10 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 /* The uv_async_t callback: drains the submission stack in bounded batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);
+/* Non-zero if `timer` is a task's (its callback is the tasks' own). */
+int uvtw__task_owns(const uvtw_timer_t* timer);
+/* Task timers active in the core (any thread; a snapshot). */
+uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 /* Close, step 1 (wheel.c): called once by uvtw_wheel_close, before the
  * core is cleared: refuses submits, takes the task timers out of the wheel
  * and queues their final calls. */

@@ -15,7 +15,6 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
   timer->repeat_ = 0;
   timer->start_id_ = 0;
   timer->unref_ = 0;
-  timer->task_ = 0;
   return 0;
 }
 
@@ -29,15 +28,24 @@ static inline uint64_t loop_now(const uv_loop_t* loop) {
 
 /* Everything but the lazy re-arm; out of line, so that the fast path is a
  * short function that saves no registers. */
-static int __attribute__((noinline))
-start_filed(uvtw_wheel_t* wheel, uvtw_timer_t* timer, uint64_t deadline) {
+static int __attribute__((noinline)) start_filed(uvtw_wheel_t* wheel,
+                                                 uvtw_timer_t* timer,
+                                                 uint64_t deadline,
+                                                 uint64_t now) {
+  uvtw__core_t* core;
   int waited_for;
   uint64_t e;
 
+  core = &wheel->core;
+  /* No pass since the loop's clock moved on (the wheel had nothing due):
+   * bring the wheel's now up to the loop's, so that the timer is filed
+   * relative to the loop's now and a short timeout lands in level 0. */
+  if (now - core->collected_ms >= core->tick_ms && !wheel->in_pass)
+    uvtw__core_catch_up(core, now);
   /* If the driver is armed for this timer, re-arm it after the move, so
    * that it does not wake for nothing. */
   waited_for = uvtw__driver_waits_for(wheel, timer);
-  e = uvtw__core_start(&wheel->core, timer, deadline);
+  e = uvtw__core_start(core, timer, deadline);
   if (waited_for) {
     uvtw__driver_update(wheel);
   } else {
@@ -54,6 +62,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
   uint64_t deadline;
+  uint64_t now;
 
   if (timer == NULL || cb == NULL)
     return UV_EINVAL;
@@ -62,14 +71,23 @@ int uvtw_timer_start(uvtw_timer_t* timer,
     return UV_ECANCELED;
   if (timeout == 0)
     uvtw__driver_due_start(wheel);
-  deadline = uvtw__sat_add(loop_now(wheel->loop), timeout);
+  now = loop_now(wheel->loop);
+  deadline = uvtw__sat_add(now, timeout);
   timer->cb_ = cb;
   timer->repeat_ = repeat;
-  /* The idle-timeout pattern: pushed later, touching only the timer. */
-  if (!uvtw__driver_waits_for(wheel, timer) &&
-      uvtw__core_rearm_later(&wheel->core, timer, deadline))
+  /* The idle-timeout pattern: an active timer waiting in a slot, pushed
+   * later, touching only the timer (the lazy re-arm).  Not if the driver
+   * waits for this timer and it is alone in its slot: the driver would
+   * wake for nothing.  With company, it may (once, early; never late). */
+  if (timer->link_.next != NULL && deadline >= timer->deadline_ &&
+      timer->deadline_ > wheel->core.collected_ms &&
+      (timer->link_.next != timer->link_.prev ||
+       !uvtw__driver_waits_for(wheel, timer))) {
+    timer->start_id_ = wheel->core.next_start_id++;
+    timer->deadline_ = deadline;
     return 0;
-  return start_filed(wheel, timer, deadline);
+  }
+  return start_filed(wheel, timer, deadline, now);
 }
 
 

@@ -155,7 +155,7 @@ static void walk_user_timer(uvtw_timer_t* timer, void* arg) {
   walk_ctx_t* ctx;
 
   ctx = arg;
-  if (!timer->task_)
+  if (!uvtw__task_owns(timer))
     ctx->fn(timer, ctx->arg);
 }
 
@@ -171,9 +171,21 @@ void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 }
 
 
+/* The core counts every active timer, tasks' too.  From another thread the
+ * two counts are read apart, so the difference may be momentarily off: it
+ * never goes below 0. */
+static uint64_t timers_active(const uvtw_wheel_t* wheel) {
+  uint64_t tasks;
+  uint64_t all;
+
+  tasks = uvtw__tasks_filed(wheel);
+  all = atomic_load_explicit(&wheel->core.active, memory_order_relaxed);
+  return all > tasks ? all - tasks : 0;
+}
+
+
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
-  out->timers_active =
-      atomic_load_explicit(&wheel->core.active, memory_order_relaxed);
+  out->timers_active = timers_active(wheel);
   out->tasks_live = uvtw__tasks_live(wheel);
   /* The driver counts every timer it pops, a task's too; a task counts as
    * fired when its callback runs, wherever that is. */
@@ -190,7 +202,5 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
 
 
 size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel) {
-  return (size_t) (atomic_load_explicit(&wheel->core.active,
-                                        memory_order_relaxed) +
-                   uvtw__tasks_live(wheel));
+  return (size_t) (timers_active(wheel) + uvtw__tasks_live(wheel));
 }

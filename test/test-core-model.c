@@ -33,20 +33,30 @@ static harness_t harness;
 static uint64_t all_fired;
 
 
-static void run(uint64_t seed, uint64_t tick, uint64_t start, int steps) {
+/* chunk != 0: the pre-cascade moves at most that many timers per step (and
+ * wakes for every chunk), so the invariants are checked after each small
+ * incremental step. */
+static void run(uint64_t seed,
+                uint64_t tick,
+                uint64_t start,
+                int steps,
+                uint32_t chunk) {
   harness_t* h;
   int i;
 
   h = &harness;
   rng_state = seed;
   h->draw = draw_prng;
-  h_init(h, tick, start);
+  h_init(h, tick, start, chunk);
   for (i = 0; i < steps; i++)
     h_step(h);
   all_fired += h->total_fired;
-  fprintf(stderr, "seed %llu tick %llu start %llu: %llu fired, %llu cascades\n",
+  fprintf(stderr,
+          "seed %llu tick %llu start %llu chunk %u: %llu fired, %llu "
+          "cascades\n",
           (unsigned long long) seed, (unsigned long long) tick,
-          (unsigned long long) start, (unsigned long long) h->total_fired,
+          (unsigned long long) start, (unsigned) chunk,
+          (unsigned long long) h->total_fired,
           (unsigned long long) h->core.cascades);
 }
 
@@ -120,10 +130,14 @@ int main(int argc, char** argv) {
   for (seed = 1; seed <= 4; seed++)
     for (t = 0; t < 3; t++)
       for (s = 0; s < 3; s++)
-        run(seed * 1000 + t * 10 + s, ticks[t], starts[s], steps);
+        run(seed * 1000 + t * 10 + s, ticks[t], starts[s], steps, 0);
+  /* The pre-cascade in steps of one and two timers. */
+  for (seed = 5; seed <= 6; seed++)
+    for (t = 0; t < 3; t++)
+      run(seed * 1000 + t, ticks[t], starts[t], steps, (uint32_t) seed - 4);
   /* Near the end of time: deadlines saturate at UINT64_MAX. */
-  run(99, 1, UINT64_MAX - ((uint64_t) 1 << 41), steps);
-  run(98, 7, UINT64_MAX - 100000, steps / 4);
+  run(99, 1, UINT64_MAX - ((uint64_t) 1 << 41), steps, 0);
+  run(98, 7, UINT64_MAX - 100000, steps / 4, 1);
   /* The runs did exercise firing, many times per timer. */
   ASSERT_UGE(all_fired, (uint64_t) steps * 20);
   return 0;

@@ -622,6 +622,116 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
 
 
 /* ---------------------------------------------------------------------- */
+/* calls-*: one kind of call at a time, for instruction counts.  Each phase */
+/* is its own function (noipa: never merged or inlined), so that callgrind */
+/* gives its inclusive cost directly (see README.md, "Instructions per   */
+/* call"):                                                                */
+/*   start:   N inactive timers started at U[1 ms, 60 s];                   */
+/*   later:   each re-armed to 60 s more than its deadline (always later);  */
+/*   earlier: each re-armed back to its first timeout (always earlier);     */
+/*   stop:    each stopped;                                                  */
+/*   pass:    N timers due 1, 2, ..., N ms ahead; the frozen clock moves    */
+/*            1 ms per loop step (fake poll): one expiry per pass.          */
+/* ns per call, frozen clock.                                                */
+
+static int __attribute__((noipa))
+calls_start(tctx_t* c, int side) {
+  return tset_start(c->t, side, 0, c->n, c->to0);
+}
+
+
+static int __attribute__((noipa))
+calls_later(tctx_t* c, int side) {
+  tset_t* t;
+  size_t i;
+  int r;
+
+  t = c->t;
+  r = 0;
+  if (side == BENCH_SIDE_UVTW)
+    for (i = 0; i < c->n; i++)
+      r |= uvtw_timer_start(&t->tw[i].timer, tw_count_cb, c->to0[i] + 60000,
+                            0);
+  else
+    for (i = 0; i < c->n; i++)
+      r |= uv_timer_start(&t->uv[i].timer, uv_count_cb, c->to0[i] + 60000, 0);
+  return r;
+}
+
+
+static int __attribute__((noipa))
+calls_earlier(tctx_t* c, int side) {
+  return tset_start(c->t, side, 0, c->n, c->to0);
+}
+
+
+static void __attribute__((noipa)) calls_stop(tctx_t* c, int side) {
+  tset_stop_all(c->t, side, c->n);
+}
+
+
+static void __attribute__((noipa)) calls_pass(tctx_t* c) {
+  size_t i;
+
+  for (i = 0; i < c->n; i++) {
+    bench_clock_advance_ms(1);
+    uv_run(&c->t->loop, UV_RUN_NOWAIT);
+  }
+}
+
+
+static int run_calls(void* arg, int side, bench_sample_t* out) {
+  tctx_t* c;
+  tset_t* t;
+  uint64_t t0;
+  uint64_t t1;
+  uint64_t t2;
+  uint64_t t3;
+  uint64_t t4;
+  uint64_t t5;
+  size_t i;
+  int r;
+
+  c = arg;
+  t = c->t;
+  bench_clock_freeze();
+  bench_poll_fake(1);
+  uv_run(&t->loop, UV_RUN_NOWAIT);
+  t0 = bench_now_ns();
+  r = calls_start(c, side);
+  t1 = bench_now_ns();
+  r |= calls_later(c, side);
+  t2 = bench_now_ns();
+  r |= calls_earlier(c, side);
+  t3 = bench_now_ns();
+  calls_stop(c, side);
+  t4 = bench_now_ns();
+  t->fired = 0;
+  for (i = 0; i < c->n; i++)
+    r |= side == BENCH_SIDE_UVTW
+             ? uvtw_timer_start(&t->tw[i].timer, tw_count_cb, i + 1, 0)
+             : uv_timer_start(&t->uv[i].timer, uv_count_cb, i + 1, 0);
+  t5 = bench_now_ns();
+  calls_pass(c);
+  t5 = bench_now_ns() - t5;
+  bench_poll_fake(0);
+  bench_clock_thaw();
+  if (t->fired != c->n) {
+    bench_log("calls: %llu of %zu timers fired\n",
+              (unsigned long long) t->fired, c->n);
+    r = -1;
+  }
+  tset_stop_all(t, side, c->n);
+  out->v[0] = (double) (t1 - t0) / c->n;
+  out->v[1] = (double) (t2 - t1) / c->n;
+  out->v[2] = (double) (t3 - t2) / c->n;
+  out->v[3] = (double) (t4 - t3) / c->n;
+  out->v[4] = (double) t5 / c->n;
+  return r;
+}
+
+
+/* ---------------------------------------------------------------------- */
 /* memory: RSS growth per timer for allocating and initialising the array  */
 /* and starting every timer.  The loop and the wheel exist before.         */
 
@@ -842,7 +952,8 @@ typedef enum {
   S_EXPIRE_RAND_10S,
   S_STALL_SPREAD,
   S_STALL_SAME,
-  S_STALL_EARLY
+  S_STALL_EARLY,
+  S_CALLS
 } scen_t;
 
 static const char* const scen_names[] = {
@@ -850,7 +961,7 @@ static const char* const scen_names[] = {
     "expire-seq",      "expire-rand",  "memory",       "idle-wakeups",
     "lateness",        "idle-same",    "idle-spread",  "rpc-random",
     "expire-seq-10s",  "expire-rand-10s", "stall-spread", "stall-same",
-    "stall-early"};
+    "stall-early",     "calls"};
 
 
 static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
@@ -992,6 +1103,17 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     cell.metric[3] = "mean_ns_per_fired";
     cell.runs = bench_runs(cfg, 3);
     break;
+  case S_CALLS:
+    c.to0 = random_u32(n, BENCH_SEED, 1, 60000);
+    cell.ops = n;
+    cell.run = run_calls;
+    cell.metric[0] = "start_ns";
+    cell.nmetrics = 5;
+    cell.metric[1] = "later_ns";
+    cell.metric[2] = "earlier_ns";
+    cell.metric[3] = "stop_ns";
+    cell.metric[4] = "pass_ns";
+    break;
   case S_MEMORY:
     c.to0 = random_u32(n, BENCH_SEED, 1, 60000);
     cell.ops = n;
@@ -1068,7 +1190,7 @@ int bench_timers_main(const bench_cfg_t* cfg) {
 
   failed = 0;
   sizes = cfg->quick ? quick : full;
-  for (s = S_INSERT; s <= S_STALL_EARLY; s++) {
+  for (s = S_INSERT; s <= S_CALLS; s++) {
     if (!bench_selected(cfg, scen_names[s]))
       continue;
     if (s == S_IDLE || s >= S_IDLE_SAME) {
@@ -1087,8 +1209,10 @@ int bench_timers_main(const bench_cfg_t* cfg) {
       fixed = cfg->quick ? 100000 : 1000000;
     if (s == S_WAKEUPS || s == S_LATENESS)
       fixed = cfg->quick ? 10000 : 100000;
-    if (s >= S_STALL_SPREAD)
+    if (s >= S_STALL_SPREAD && s <= S_STALL_EARLY)
       fixed = cfg->quick ? 100000 : 1000000;
+    if (s == S_CALLS)
+      fixed = 10000;
     if (cfg->n != 0) {
       one[0] = cfg->n;
       one[1] = 0;

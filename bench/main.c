@@ -14,7 +14,8 @@ static const char* const scenarios[] = {
     "idle-spread",    "rpc",             "rpc-random",   "expire-seq",
     "expire-rand",    "expire-seq-10s",  "expire-rand-10s", "memory",
     "idle-wakeups",   "lateness",        "stall-spread", "stall-same",
-    "stall-early",    "submit",          "submit-cancel", "submit-steady",
+    "stall-early",    "calls",           "submit",       "submit-cancel",
+    "submit-steady",
     NULL};
 
 

@@ -84,11 +84,6 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
 }
 
 
-static unsigned ring_slots(unsigned level) {
-  return uvtw__ring_mask(level) + 1;
-}
-
-
 /* n's block at `level`. */
 static uint64_t block_of(uint64_t tick, unsigned level) {
   return tick >> uvtw__level_shift(level);
@@ -101,18 +96,18 @@ static uint64_t block_of(uint64_t tick, unsigned level) {
 static unsigned ring_first(const uvtw__core_t* core,
                            unsigned level,
                            unsigned p) {
+  const uint64_t* occupied;
   uint64_t word;
   uint64_t summary;
-  unsigned words;
   unsigned base;
   unsigned w0;
   unsigned w;
   unsigned i;
 
   base = uvtw__slot_base(level) / UVTW__WORD_BITS;
-  words = ring_slots(level) / UVTW__WORD_BITS;
+  occupied = &core->occupied[base];
   w0 = p / UVTW__WORD_BITS;
-  word = core->occupied[base + w0] & (~(uint64_t) 0 << (p % UVTW__WORD_BITS));
+  word = occupied[w0] & (~(uint64_t) 0 << (p % UVTW__WORD_BITS));
   if (word != 0)
     return (base + w0) * UVTW__WORD_BITS + __builtin_ctzll(word);
   if (level == 0) {
@@ -123,15 +118,36 @@ static unsigned ring_first(const uvtw__core_t* core,
     if (summary == 0)
       return UVTW__NSLOTS;
     w = (unsigned) __builtin_ctzll(summary);
-    return w * UVTW__WORD_BITS + __builtin_ctzll(core->occupied[w]);
+    return w * UVTW__WORD_BITS + __builtin_ctzll(occupied[w]);
   }
-  for (i = 1; i <= words; i++) {
-    w = (w0 + i) % words;
-    if (core->occupied[base + w] != 0)
-      return (base + w) * UVTW__WORD_BITS +
-             __builtin_ctzll(core->occupied[base + w]);
+  /* UVTW__LN_WORDS is a constant power of two: the modulo is a mask. */
+  for (i = 1; i <= UVTW__LN_WORDS; i++) {
+    w = (w0 + i) % UVTW__LN_WORDS;
+    if (occupied[w] != 0)
+      return (base + w) * UVTW__WORD_BITS + __builtin_ctzll(occupied[w]);
   }
   return UVTW__NSLOTS;
+}
+
+
+/* Non-zero if upper level `level` has an occupied slot. */
+static int upper_occupied(const uvtw__core_t* core, unsigned level) {
+  const uint64_t* occupied;
+  uint64_t any;
+  unsigned i;
+
+  occupied = &core->occupied[uvtw__slot_base(level) / UVTW__WORD_BITS];
+  any = 0;
+  for (i = 0; i < UVTW__LN_WORDS; i++)
+    any |= occupied[i];
+  return any != 0;
+}
+
+
+/* The first tick of the block after n's at `level`: no slot of the level,
+ * nor of any higher one, holds anything earlier. */
+static uint64_t next_block_start(const uvtw__core_t* core, unsigned level) {
+  return (block_of(core->now_tick, level) + 1) << uvtw__level_shift(level);
 }
 
 
@@ -162,6 +178,8 @@ static unsigned level_first(const uvtw__core_t* core,
                             uint64_t* tick) {
   unsigned s;
 
+  if (level != 0 && !upper_occupied(core, level))
+    return UVTW__NSLOTS;
   s = ring_first(core, level,
                  (unsigned) ((block_of(core->now_tick, level) + 1) &
                              uvtw__ring_mask(level)));
@@ -197,6 +215,8 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
 
   best = UVTW__NO_TICK;
   for (level = 1; level < UVTW__LEVELS; level++) {
+    if (!upper_occupied(core, level))
+      continue;
     s = next_block_slot(core, level);
     if (!slot_occupied(core, s))
       continue;
@@ -227,9 +247,12 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
   /* The rings overlap in time (a timer filed long ago at level 1 may be
    * due before one just filed at level 0): the minimum over all levels. */
   next = UVTW__NO_TICK;
-  for (level = 0; level < UVTW__LEVELS; level++)
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    if (level != 0 && next_block_start(core, level) >= next)
+      break; /* this level and those above hold nothing earlier */
     if (level_first(core, level, &tick) != UVTW__NSLOTS && tick < next)
       next = tick;
+  }
   if (!uvtw__list_empty(&core->overflow)) {
     /* Overflow timers are re-examined when n enters the next top-level
      * block.  None exists while n is in the last one, so no wrap. */
@@ -282,6 +305,8 @@ static unsigned earliest_slot(const uvtw__core_t* core,
   best = UVTW__NSLOTS;
   *tick_out = UVTW__NO_TICK;
   for (level = 0; level < UVTW__LEVELS; level++) {
+    if (level != 0 && next_block_start(core, level) >= *tick_out)
+      break; /* this level and those above hold nothing earlier */
     s = level_first(core, level, &tick);
     if (s != UVTW__NSLOTS && tick < *tick_out) {
       best = s;
@@ -569,9 +594,13 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
            core->now_tick;
     /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
-     * 2^34 here and count < 2^32, so 128 bits cannot overflow. */
+     * 2^34 here and count < 2^32, so 128 bits cannot overflow, and 64 do
+     * not while elapsed < 2^32. */
     if (elapsed >= left)
       quota = *count;
+    else if (elapsed <= UINT32_MAX) /* the common case: 64 bits suffice */
+      quota = ((uint64_t) *count * elapsed + left + elapsed - 1) /
+              (left + elapsed);
     else
       quota = (uint64_t) (((unsigned __int128) *count * elapsed + left +
                            elapsed - 1) /

@@ -40,6 +40,7 @@
 #define UVTW__NSLOTS (UVTW__L0_SLOTS + UVTW__UPPER_SLOTS)
 #define UVTW__NWORDS (UVTW__NSLOTS / UVTW__WORD_BITS)
 #define UVTW__L0_WORDS (UVTW__L0_SLOTS / UVTW__WORD_BITS)
+#define UVTW__LN_WORDS (UVTW__LN_SLOTS / UVTW__WORD_BITS)
 /* The top level's granularity: overflow timers are re-examined whenever
  * now enters a new block of it. */
 #define UVTW__TOP_SHIFT (UVTW__L0_BITS + UVTW__LN_BITS * (UVTW__LEVELS - 2))
@@ -55,6 +56,8 @@ _Static_assert(UVTW__LN_SLOTS % UVTW__WORD_BITS == 0,
 _Static_assert(UVTW__L0_WORDS <= 64,
                "l0_words has one bit per occupancy word of level 0");
 _Static_assert(UVTW__LN_BITS >= 2, "an upper level needs a ring of >= 8");
+_Static_assert((UVTW__LN_WORDS & (UVTW__LN_WORDS - 1)) == 0,
+               "an upper level's words are a power of two");
 _Static_assert(UVTW__FILE_MAX_LEN < 64, "the wheel must fit in 64 bits");
 
 /* "No tick": an empty wheel's next wake-up. */

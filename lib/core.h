@@ -178,6 +178,19 @@ void uvtw__core_clear(uvtw__core_t* core);
  * Returns 0, or -1 after printing which rule broke to `out`. */
 int uvtw__core_check(const uvtw__core_t* core, FILE* out);
 
+/* Built with UVTW_CHECK_INVARIANTS (the CMake option of that name), runs
+ * uvtw__core_check and aborts on a broken invariant; otherwise nothing.
+ * The driver calls it after every pass (h2o's H2O_TIMER_VALIDATE). */
+static inline void uvtw__core_validate(const uvtw__core_t* core) {
+#ifdef UVTW_CHECK_INVARIANTS
+  if (uvtw__core_check(core, stderr) != 0)
+    uvtw__abort_at(__FILE__, __LINE__,
+                   "uvtw__core_check failed after a pass");
+#else
+  (void) core;
+#endif
+}
+
 #include "core-inl.h"
 
 #endif /* UVTW_CORE_H */

@@ -86,6 +86,7 @@ static void driver_cb(uv_timer_t* driver) {
   }
   wheel->in_pass = 0;
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  uvtw__core_validate(&wheel->core);
   if (wheel->closing)
     return;
   if (!wheel->rearm_in_cb &&

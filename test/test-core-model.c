@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   int t;
   int s;
 
-  steps = argc > 1 && strcmp(argv[1], "quick") == 0 ? 2000 : 20000;
+  steps = argc > 1 && strcmp(argv[1], "quick") == 0 ? 2000 : 10000;
   test_lazy_rearm();
   test_long_gap();
   for (seed = 1; seed <= 4; seed++)

@@ -77,8 +77,11 @@ typedef void (*uvtw_timer_cb)(uvtw_timer_t* timer);
 typedef void (*uvtw_task_cb)(void* arg, int status);
 typedef void (*uvtw_close_cb)(uvtw_wheel_t* wheel);
 
+/* The largest tick uvtw_wheel_new accepts, in ms. */
+#define UVTW_TICK_MS_MAX 1000
+
 typedef struct uvtw_options_s {
-  uint64_t tick_ms; /* resolution, 1..1000; default 1. Deadlines round UP. */
+  uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
 } uvtw_options_t;
 
@@ -132,7 +135,8 @@ UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
 /* Creates a wheel on `loop` and stores it in *out.  opts may be NULL for the
  * defaults.  Several wheels may share a loop.  Loop thread.
- * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or above 1000;
+ * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or above
+ *                    UVTW_TICK_MS_MAX;
  *         UV_ENOMEM  out of memory;
  *         or an error from uv_timer_init/uv_async_init/uv_prepare_init.
  * On error *out is untouched and nothing is left behind: no handle is

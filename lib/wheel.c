@@ -54,7 +54,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
     uvtw_options_init(&defaults);
     opts = &defaults;
   }
-  if (opts->tick_ms == 0 || opts->tick_ms > 1000)
+  if (opts->tick_ms == 0 || opts->tick_ms > UVTW_TICK_MS_MAX)
     return UV_EINVAL;
 
   wheel = malloc(sizeof(*wheel));

@@ -70,7 +70,8 @@ static inline void uvtw__core_occupy(uvtw__core_t* core,
   } else {
     if (e < core->slot_min[u])
       core->slot_min[u] = e;
-    core->count[u]++;
+    if (++core->count[u] > core->precascade_chunk)
+      core->big_levels |= 1u << (1 + u / UVTW__LN_SLOTS);
   }
 }
 

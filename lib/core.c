@@ -214,8 +214,10 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   unsigned s;
 
   best = UVTW__NO_TICK;
+  if (core->big_levels == 0)
+    return best; /* the common case: no crowded slot anywhere */
   for (level = 1; level < UVTW__LEVELS; level++) {
-    if (!upper_occupied(core, level))
+    if (!(core->big_levels & (1u << level)))
       continue;
     s = next_block_slot(core, level);
     if (!slot_occupied(core, s))
@@ -587,6 +589,10 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
   unsigned s;
 
   for (level = 1; level < UVTW__LEVELS; level++) {
+    if (!upper_occupied(core, level)) {
+      core->big_levels &= ~(1u << level);
+      continue;
+    }
     s = next_block_slot(core, level);
     if (!slot_occupied(core, s))
       continue;

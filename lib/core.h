@@ -64,7 +64,9 @@ _Static_assert(UVTW__FILE_MAX_LEN < 64, "the wheel must fit in 64 bits");
 #define UVTW__NO_TICK UINT64_MAX
 
 static inline unsigned uvtw__level_shift(unsigned level) {
-  return level == 0 ? 0 : UVTW__L0_BITS + UVTW__LN_BITS * (level - 1);
+  /* Branch-free: level 0 is 0, level l >= 1 is L0_BITS + LN_BITS (l - 1). */
+  return (UVTW__L0_BITS + UVTW__LN_BITS * level - UVTW__LN_BITS) &
+         -(unsigned) (level != 0);
 }
 
 
@@ -74,7 +76,8 @@ static inline unsigned uvtw__ring_mask(unsigned level) {
 
 
 static inline unsigned uvtw__slot_base(unsigned level) {
-  return level == 0 ? 0 : UVTW__L0_SLOTS + UVTW__LN_SLOTS * (level - 1);
+  return (UVTW__L0_SLOTS + UVTW__LN_SLOTS * level - UVTW__LN_SLOTS) &
+         -(unsigned) (level != 0);
 }
 
 
@@ -99,6 +102,10 @@ typedef struct uvtw__core_s {
   /* UVTW__PRECASCADE_CHUNK; the model test lowers it, to check the
    * invariants after every small pre-cascade step. */
   uint32_t precascade_chunk;
+  /* Bit l: a slot of level l held more than precascade_chunk timers since
+   * the level was last empty; only such levels can need a wake-up for the
+   * pre-cascade. */
+  uint32_t big_levels;
   /* Bit i % 64 of word i / 64 <=> slots[i] is non-empty. */
   uint64_t occupied[UVTW__NWORDS];
   uint64_t l0_words; /* bit w <=> occupied[w] != 0, for level 0's words */

@@ -56,6 +56,18 @@ static int __attribute__((noinline)) start_filed(uvtw_wheel_t* wheel,
 }
 
 
+/* Out of line: a neighbour's deadline is another cache line. */
+static int __attribute__((noinline))
+waits_with_neighbour(const uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
+  const uvtw_timer_t* other;
+
+  other = uvtw__core_neighbour(&wheel->core, timer);
+  return other != NULL &&
+         uvtw__core_tick_of(&wheel->core, other->deadline_) ==
+             wheel->armed_tick;
+}
+
+
 int uvtw_timer_start(uvtw_timer_t* timer,
                      uvtw_timer_cb cb,
                      uint64_t timeout,
@@ -77,12 +89,13 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   timer->repeat_ = repeat;
   /* The idle-timeout pattern: an active timer waiting in a slot, pushed
    * later, touching only the timer (the lazy re-arm).  Not if the driver
-   * waits for this timer and it is alone in its slot: the driver would
-   * wake for nothing.  With company, it may (once, early; never late). */
+   * waits for this timer, unless a neighbour in its slot is due at the
+   * same tick (many timers share the driver's tick): then the driver still
+   * has work at its tick, and stays exact. */
   if (timer->link_.next != NULL && deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
-      (timer->link_.next != timer->link_.prev ||
-       !uvtw__driver_waits_for(wheel, timer))) {
+      (!uvtw__driver_waits_for(wheel, timer) ||
+       waits_with_neighbour(wheel, timer))) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;

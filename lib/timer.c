@@ -89,13 +89,15 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   timer->repeat_ = repeat;
   /* The idle-timeout pattern: an active timer waiting in a slot, pushed
    * later, touching only the timer (the lazy re-arm).  Not if the driver
-   * waits for this timer, unless a neighbour in its slot is due at the
-   * same tick (many timers share the driver's tick): then the driver still
-   * has work at its tick, and stays exact. */
+   * waits for this timer (uvtw__driver_waits_for, unrolled: the timer is
+   * active here), unless a neighbour in its slot is due at the same tick
+   * (many timers share the driver's tick): then the driver still has work
+   * at its tick, and stays exact. */
   if (timer->link_.next != NULL && deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
-      (!uvtw__driver_waits_for(wheel, timer) ||
-       waits_with_neighbour(wheel, timer))) {
+      (uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
+           wheel->armed_tick ||
+       wheel->in_pass || waits_with_neighbour(wheel, timer))) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;

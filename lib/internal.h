@@ -15,6 +15,10 @@
  *                callbacks.  Timers started during a pass wait for the next.
  *   cascade      re-filing a timer from a higher level's slot to a lower
  *                one when its slot comes due before the timer does.
+ *   pre-cascade  cascading early: each pass moves a share of the slot whose
+ *                block begins next, so no pass re-files a crowded slot.
+ *   catch-up     bringing the core's now up to the loop's before a start
+ *                outside a pass, so that a short timer lands in level 0.
  *   lazy re-arm  restarting a filed timer to a later deadline by rewriting
  *                only its deadline; its old slot comes due first and
  *                re-files it then.

@@ -339,25 +339,29 @@ static int loop_create(unsigned index) {
 }
 
 
-int loops_create(void) {
-  unsigned i;
+/* What a loop thread reports to main once its loop is set up. */
+typedef struct {
+  unsigned index;
+  uv_sem_t ready;
   int err;
-
-  srv.nloops = opt.loops;
-  atomic_store(&srv.loops_draining, (int) srv.nloops);
-  for (i = 0; i < srv.nloops; i++) {
-    err = loop_create(i);
-    if (err != 0)
-      return err;
-  }
-  return 0;
-}
+} loop_start_t;
 
 
+/* Each loop is set up on the thread that runs it: a uvtw wheel's loop
+ * thread is the one that creates it (uvtw.h), and uvtw_submit from that
+ * thread takes the loop's reference itself, which only the thread that
+ * runs the loop may do. */
 static void loop_thread(void* arg) {
-  loop_t* lp = arg;
+  loop_start_t* start = arg;
+  loop_t* lp;
   int err;
 
+  err = loop_create(start->index);
+  lp = srv.loops[start->index];
+  start->err = err;
+  uv_sem_post(&start->ready); /* `start` is main's, and gone after this */
+  if (err != 0)
+    return; /* main exits */
   uv_poll_start(&lp->listen_poll, UV_READABLE, on_listen_readable);
   uv_run(&lp->loop, UV_RUN_DEFAULT);
   err = uv_loop_close(&lp->loop);
@@ -369,18 +373,31 @@ static void loop_thread(void* arg) {
 }
 
 
+/* Starts the loops one after the other, each on its own thread, so that
+ * loop 0 has bound the port before the others share it. */
 int loops_start(void) {
+  loop_start_t start;
   unsigned i;
   int err;
 
+  srv.nloops = opt.loops;
+  atomic_store(&srv.loops_draining, (int) srv.nloops);
   atomic_store(&srv.loops_running, (int) srv.nloops);
+  if (uv_sem_init(&start.ready, 0) != 0)
+    return UV_ENOMEM;
   for (i = 0; i < srv.nloops; i++) {
-    err = uv_thread_create(&srv.loops[i]->thread, loop_thread, srv.loops[i]);
+    start.index = i;
+    start.err = 0;
+    err = uv_thread_create(&srv.threads[i], loop_thread, &start);
     if (err != 0) {
       logf_("cannot start loop %u: %s", i, uv_strerror(err));
       abort(); /* the loops already running cannot be stopped cleanly */
     }
+    uv_sem_wait(&start.ready);
+    if (start.err != 0)
+      return start.err; /* main exits: loops already running go with it */
   }
+  uv_sem_destroy(&start.ready);
   return 0;
 }
 
@@ -391,7 +408,7 @@ int loops_join(void) {
   int bad = 0;
 
   for (i = 0; i < srv.nloops; i++) {
-    uv_thread_join(&srv.loops[i]->thread);
+    uv_thread_join(&srv.threads[i]);
     bad |= srv.loops[i]->loop_close_err != 0;
   }
   return bad ? -1 : 0;

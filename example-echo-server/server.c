@@ -45,10 +45,20 @@ static void warm_done(uv_work_t* req, int status) {
 }
 
 
-static int warm_threadpool(uv_loop_t* loop) {
-  static uv_work_t req;
+/* On a loop of its own, before the loops exist. */
+static int warm_threadpool(void) {
+  uv_loop_t loop;
+  uv_work_t req;
+  int err;
 
-  return uv_queue_work(loop, &req, warm_work, warm_done);
+  err = uv_loop_init(&loop);
+  if (err != 0)
+    return err;
+  err = uv_queue_work(&loop, &req, warm_work, warm_done);
+  if (err == 0)
+    uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  return err;
 }
 
 
@@ -125,19 +135,18 @@ int main(int argc, char** argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, NULL);
 
-  if (loops_create() != 0)
-    return 1;
-  err = warm_threadpool(&srv.loops[0]->loop);
+  err = warm_threadpool();
   if (err != 0) {
     logf_("cannot start the threadpool: %s", uv_strerror(err));
     return 1;
   }
+  if (loops_start() != 0)
+    return 1;
   /* Tests read this line to learn the port; flush it at once. */
   printf("listening on %s:%d (timers=%s, loops=%u)\n", opt.host, srv.port,
          xbackend_name(opt.kind), srv.nloops);
   fflush(stdout);
 
-  loops_start();
   wait_for_signals(&set);
   err = loops_join();
 

@@ -184,7 +184,6 @@ typedef enum {
 struct loop_s {
   int index;
   uv_loop_t loop;
-  uv_thread_t thread;
   xbackend_t backend;
   /* The listener: our own socket, accepted from by hand (see loop.c). */
   int listen_fd;
@@ -219,6 +218,7 @@ struct loop_s {
 /* The whole server. */
 struct server_s {
   loop_t* loops[MAX_LOOPS];
+  uv_thread_t threads[MAX_LOOPS]; /* threads[i] runs loops[i] */
   unsigned nloops;
   int port;                           /* the port every loop listens on */
   atomic_uint_fast64_t nconns;        /* open connections on all loops */
@@ -270,7 +270,8 @@ uint64_t stats_total(size_t offset);
 uint64_t late_percentile(double p);
 
 /* loop.c */
-int loops_create(void);
+/* Sets up and starts the loops, each on its own thread; returns once every
+ * loop listens, or an error. */
 int loops_start(void);
 void loops_post_drain(int now);
 int loops_join(void);

@@ -127,7 +127,8 @@ test)
   cat build/bench-quick.out
   other_libuvs
   say "ASan + UBSan build"
-  build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF
+  build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF \
+        -DUVTW_CHECK_INVARIANTS=ON
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_tests build-asan
   say "TSan build"

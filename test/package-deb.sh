@@ -7,6 +7,8 @@
 # test/consumer against that root through pkg-config and through
 # find_package(uvtw).  Nothing is installed on the machine.
 # Usage: package-deb.sh SOURCE_DIR
+# Under pipefail, no pipeline ends in `grep -q`: grep would exit at its
+# first match, and the writer's SIGPIPE would fail the pipeline.
 set -euo pipefail
 src=$1
 work=$(mktemp -d)
@@ -46,7 +48,8 @@ test -f "$dev" || fail "no $(basename "$dev")"
 # 2. Control fields.
 field() { dpkg-deb -f "$1" "$2"; }
 has_dep() { # DEB DEPENDENCY
-  field "$1" Depends | tr ',' '\n' | sed 's/^ *//' | grep -qxF "$2" ||
+  field "$1" Depends | tr ',' '\n' | sed 's/^ *//' |
+    grep -xF "$2" >/dev/null ||
     fail "$(basename "$1"): Depends lacks '$2': $(field "$1" Depends)"
 }
 [ "$(field "$runtime" Package)" = "libuvtw$major" ] || fail "runtime name"
@@ -108,7 +111,8 @@ done
 sim=$(apt-get install --simulate -o Debug::NoLocking=1 "$runtime" "$dev" \
       2>&1) || fail "apt-get --simulate: $sim"
 for package in "libuvtw$major" libuvtw-dev; do
-  echo "$sim" | grep -qE "^Conf $package |^$package is already the newest" ||
+  echo "$sim" | grep -E "^Conf $package |^$package is already the newest" \
+    >/dev/null ||
     fail "apt-get --simulate would not install $package: $sim"
 done
 
@@ -119,11 +123,11 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 # shellcheck disable=SC2046
 cc $(pkg-config --cflags uvtw) "$src/test/consumer/main.c" \
    $(pkg-config --libs uvtw) -o "$work/consumer-pc"
-readelf -d "$work/consumer-pc" | grep -qF "[libuvtw.so.$major]" ||
+readelf -d "$work/consumer-pc" | grep -F "[libuvtw.so.$major]" >/dev/null ||
   fail "the consumer does not need libuvtw.so.$major"
 LD_LIBRARY_PATH=$lib "$work/consumer-pc"
 LD_LIBRARY_PATH=$lib ldd "$work/consumer-pc" |
-  grep -qF "=> $lib/libuvtw.so.$major " ||
+  grep -F "=> $lib/libuvtw.so.$major " >/dev/null ||
   fail "the consumer did not load the unpacked library"
 
 # 7. A consumer through find_package(uvtw), shared and static.

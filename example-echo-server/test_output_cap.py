@@ -111,12 +111,6 @@ def main():
     out = load.communicate(timeout=120)[0].decode(errors="replace")
     for line in out.splitlines():
         log("  | " + line)
-    result = {}
-    for line in out.splitlines():
-        if line.startswith("RESULT "):
-            for kv in line.split()[1:]:
-                k, _, v = kv.partition("=")
-                result[k] = v
     check(load.returncode == 0, "echo-load noread: no violation")
     # A sanitizer build spends seconds formatting the flood's STATS
     # replies, so fewer round trips fit in the window there.

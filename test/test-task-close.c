@@ -33,7 +33,7 @@
  *                callback waits for that run, no final call is made, and
  *                uv_loop_close() returns 0 (the task is no longer live
  *                but its run still is).
- *   own_run      A loop task (one-shot or repeating) closes the wheel from
+ *   own_run_*    A loop task (one-shot or repeating) closes the wheel from
  *                its own run while another thread cancels it, before or
  *                after the close: UV_EBUSY, and no final call follows.
  *   two_wheels   Two wheels on one loop, tasks on both from a thread: one
@@ -42,6 +42,7 @@
  *                the other closes too. */
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 
 static uint64_t close_ns;
@@ -712,18 +713,43 @@ static void two_wheels(void) {
 }
 
 
-int main(void) {
+
+static void own_run_cancel_first(void) {
+  own_run(0, 0);
+}
+
+
+static void own_run_close_first(void) {
+  own_run(1, 0);
+}
+
+
+static void own_run_repeating_cancel_first(void) {
+  own_run(0, 5);
+}
+
+
+static void own_run_repeating_close_first(void) {
+  own_run(1, 5);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(in_one_shot),
+  TEST_CASE(never_ran),
+  TEST_CASE(everywhere),
+  TEST_CASE(busy_close),
+  TEST_CASE(own_run_cancel_first),
+  TEST_CASE(own_run_close_first),
+  TEST_CASE(own_run_repeating_cancel_first),
+  TEST_CASE(own_run_repeating_close_first),
+  TEST_CASE(two_wheels),
+};
+
+
+int main(int argc, char** argv) {
   /* The scenarios rely on a pool of exactly 4 threads; set it before the
    * first uv_queue_work. */
   setenv("UV_THREADPOOL_SIZE", "4", 1);
-  in_one_shot();
-  never_ran();
-  everywhere();
-  busy_close();
-  own_run(0, 0);
-  own_run(1, 0);
-  own_run(0, 5);
-  own_run(1, 5);
-  two_wheels();
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

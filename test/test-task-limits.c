@@ -43,6 +43,7 @@
  *                  the loop thread: test-task-liveness.c. */
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -771,16 +772,21 @@ static void liveness(void) {
 }
 
 
-int main(void) {
-  bad_input();
-  max_tasks();
-  huge_delay();
-  zero_delay();
-  after_close();
-  repeat_loop();
-  repeat_pool();
-  repeat_pool_overrun();
-  cancel_frees();
-  liveness();
-  return 0;
+
+static const test_case_t cases[] = {
+  TEST_CASE(bad_input),
+  TEST_CASE(max_tasks),
+  TEST_CASE(huge_delay),
+  TEST_CASE(zero_delay),
+  TEST_CASE(after_close),
+  TEST_CASE(repeat_loop),
+  TEST_CASE(repeat_pool),
+  TEST_CASE(repeat_pool_overrun),
+  TEST_CASE(cancel_frees),
+  TEST_CASE(liveness),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -25,6 +25,7 @@
  *                  must then be woken to look again. */
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 static task_t lt[3];
 
@@ -206,12 +207,17 @@ static void cancel_race(void) {
 }
 
 
-int main(void) {
-  before_run();
-  from_callback();
-  from_worker();
-  run_once();
-  cancelled();
-  cancel_race();
-  return 0;
+
+static const test_case_t cases[] = {
+  TEST_CASE(before_run),
+  TEST_CASE(from_callback),
+  TEST_CASE(from_worker),
+  TEST_CASE(run_once),
+  TEST_CASE(cancelled),
+  TEST_CASE(cancel_race),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

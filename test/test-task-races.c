@@ -44,6 +44,7 @@
  * under TSan they are divided by 4. */
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 #define MAX_DEADLINE_TASKS 4000
 
@@ -903,20 +904,25 @@ static void stale_ids(void) {
 }
 
 
-int main(void) {
+
+static const test_case_t cases[] = {
+  TEST_CASE(same_pass),
+  TEST_CASE(id_zero),
+  TEST_CASE(before_drain),
+  TEST_CASE(self_cancel),
+  TEST_CASE(while_running),
+  TEST_CASE(many_cancellers),
+  TEST_CASE(arg_ownership),
+  TEST_CASE(at_deadline),
+  TEST_CASE(pool_queued),
+  TEST_CASE(chain),
+  TEST_CASE(stale_ids),
+};
+
+
+int main(int argc, char** argv) {
   /* pool_queued needs a pool of exactly 4 threads; set it before the first
    * uv_queue_work. */
   setenv("UV_THREADPOOL_SIZE", "4", 1);
-  same_pass();
-  id_zero();
-  before_drain();
-  self_cancel();
-  while_running();
-  many_cancellers();
-  arg_ownership();
-  at_deadline();
-  pool_queued();
-  chain();
-  stale_ids();
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -9,14 +9,14 @@
  * recent tasks too, from the loop thread and from pool threads.  The loop
  * thread runs the loop meanwhile.  Two rounds:
  *
- *   drain   After UVTW_STRESS_MS (default 1500 ms) the producers stop; the
+ *   drain_round  After UVTW_STRESS_MS (default 1500 ms) the producers stop; the
  *           loop thread cancels what would never end on its own (repeating
  *           and 1 h tasks) and waits until uvtw_wheel_pending is 0, every
  *           task has ended and the wheel's stats (tasks_accepted,
  *           tasks_run, tasks_cancelled, tasks_closed, tasks_live) agree
  *           with the test's counts; then it closes the wheel: no final
  *           call may follow.
- *   close   With max_tasks = 1024, so that UV_ENOSPC happens too.  After
+ *   close_round  With max_tasks = 1024, so that UV_ENOSPC happens too.  After
  *           UVTW_STRESS_MS the loop thread closes the wheel while the
  *           producers are still submitting and cancelling for another
  *           20 ms; a submit that starts after close returned must fail
@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 #define NPROD 4
 #define CAP 200000 /* records per producer and round */
@@ -546,17 +547,17 @@ static void check_round(void) {
 }
 
 
-static void run_round(int close_round) {
+static void run_round(int closing) {
   int i;
   int j;
 
-  round_close = close_round;
+  round_close = closing;
   phase = PH_RUN;
   atomic_store(&stop, 0);
   atomic_store(&close_started, 0);
   atomic_store(&close_calling, 0);
   atomic_store(&cb_cancels, 0);
-  setup(close_round ? 1024 : 0);
+  setup(closing ? 1024 : 0);
   uv_close((uv_handle_t*) &poll_timer, NULL);
   uv_close((uv_handle_t*) &spin_idle, NULL);
   ASSERT_UV_OK(uv_timer_init(&loop, &monitor));
@@ -564,7 +565,7 @@ static void run_round(int close_round) {
   for (i = 0; i < NPROD; i++) {
     memset(&prod[i], 0, sizeof(prod[i]));
     prod[i].idx = i;
-    prod[i].rng = 0x2545F4914F6CDD1Dull * (uint64_t) (i + 1 + 10 * close_round);
+    prod[i].rng = 0x2545F4914F6CDD1Dull * (uint64_t) (i + 1 + 10 * closing);
     prod[i].recs = calloc(CAP, sizeof(srec_t));
     ASSERT_PTR_NE(prod[i].recs, NULL);
     for (j = 0; j < NREP; j++)
@@ -582,14 +583,29 @@ static void run_round(int close_round) {
 }
 
 
-int main(void) {
+
+static void drain_round(void) {
+  run_round(0);
+}
+
+
+static void close_round(void) {
+  run_round(1);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(drain_round),
+  TEST_CASE(close_round),
+};
+
+
+int main(int argc, char** argv) {
   const char* s;
 
   round_ms = 1500;
   s = getenv("UVTW_STRESS_MS");
   if (s != NULL && atoi(s) > 0)
     round_ms = (unsigned) atoi(s);
-  run_round(0);
-  run_round(1);
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the delay counts from the uvtw_submit call.
  *
- *   blocked_loop  While the loop thread is blocked for 200 ms, another
- *                 thread submits a task with a delay of 250 ms (loop and
- *                 threadpool): it runs about 250 ms after the submit call,
- *                 not 450 (asserted: >= 250 and < 420).  A task with a
- *                 delay of 250 ms submitted while the loop is blocked for
- *                 400 ms is overdue when the loop sees it and runs right
- *                 after the block (< 200 ms after it), not 250 ms later.
+ *   blocked_until_due  While the loop thread is blocked for 200 ms,
+ *                 another thread submits a task with a delay of 250 ms
+ *                 (loop and threadpool): it runs about 250 ms after the
+ *                 submit call, not 450 (asserted: >= 250 and < 420).
+ *   blocked_past_due  A task with a delay of 250 ms submitted while the
+ *                 loop is blocked for 400 ms is overdue when the loop sees
+ *                 it and runs right after the block (< 200 ms after it),
+ *                 not 250 ms later.
  *   stale_now     The loop thread has been blocked in a callback for 200 ms
  *                 (uv_now is 200 ms behind), and tasks with a delay of
  *                 100 ms are submitted at the end of the block, from another
@@ -37,6 +38,7 @@
  * "never early" is exact. */
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 
 /* ---- blocked_loop ----------------------------------------------------- */
@@ -540,14 +542,33 @@ static void coarse_tick(void) {
 }
 
 
-int main(void) {
+
+/* The loop is blocked for 200 ms by a callback while the tasks, 250 ms
+ * away, are submitted: they come due after the block. */
+static void blocked_until_due(void) {
   blocked_loop(200, 250, 420, 0);
+}
+
+
+/* Blocked for 400 ms: the tasks are overdue when the block ends, and run
+ * within 200 ms after it. */
+static void blocked_past_due(void) {
   blocked_loop(400, 250, 1000, 200);
-  stale_now();
-  many();
-  order();
-  idle_loop();
-  wide();
-  coarse_tick();
-  return 0;
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(blocked_until_due),
+  TEST_CASE(blocked_past_due),
+  TEST_CASE(stale_now),
+  TEST_CASE(many),
+  TEST_CASE(order),
+  TEST_CASE(idle_loop),
+  TEST_CASE(wide),
+  TEST_CASE(coarse_tick),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -6,11 +6,12 @@
  * bind to it, it counts the calls made on the wheel's async handle (its
  * data points to the wheel) and forwards to libuv's.
  *
- *   blocked     While the loop thread is blocked in a callback, another
- *             thread submits 1,000 tasks: one batch, so at most one send.
- *   concurrent  20 times: while the loop thread is blocked, four threads
- *             submit 250 tasks each at the same time: one batch, so at
- *             most one send each time.  Every task runs once.
+ *   scenario_blocked  While the loop thread is blocked in a callback,
+ *             another thread submits 1,000 tasks: one batch, so at most
+ *             one send.
+ *   scenario_concurrent  20 times: while the loop thread is blocked, four
+ *             threads submit 250 tasks each at the same time: one batch, so
+ *             at most one send each time.  Every task runs once.
  * (While the loop runs, it may drain any number of times per iteration, so
  * the number of batches, and of sends, is not observable from outside.) */
 
@@ -18,6 +19,7 @@
 #include <dlfcn.h>
 
 #include "task-harness.h"
+#include "test-cases.h"
 
 static atomic_int wheel_sends;
 static int (*real_async_send)(uv_async_t* handle);
@@ -182,10 +184,15 @@ static void scenario_concurrent(void) {
 }
 
 
-int main(void) {
+
+static const test_case_t cases[] = {
+  TEST_CASE(scenario_blocked),
+  TEST_CASE(scenario_concurrent),
+};
+
+
+int main(int argc, char** argv) {
   real_async_send = (int (*)(uv_async_t*)) dlsym(RTLD_NEXT, "uv_async_send");
   ASSERT_PTR_NE(real_async_send, NULL);
-  scenario_blocked();
-  scenario_concurrent();
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -6,31 +6,28 @@
  * referenced left.  (uv_backend_timeout is 0 until the loop has run once,
  * so the loop runs once with UV_RUN_NOWAIT first: README.md, Semantics.) */
 
-#include <stdint.h>
+#include "test-cases.h"
+#include "timer-harness.h"
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
-
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static int close_cb_called;
 static uvtw_timer_t a;
 static uvtw_timer_t b;
 static uvtw_timer_t c;
 static uv_timer_t u;
 
 
-static void never_cb(uvtw_timer_t* timer) {
-  (void) timer;
-  ASSERT(0 && "must not run");
-}
-
-
-static void never_uv_cb(uv_timer_t* handle) {
-  (void) handle;
-  ASSERT(0 && "must not run");
+/* A loop, the wheel and the timers, and one run of the loop, with
+ * something alive so that uv_run really runs. */
+static void start(void) {
+  setup();
+  ASSERT_EQ(0, uv_loop_alive(&loop)); /* an empty wheel holds nothing */
+  add_uv_timer(&u);
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
+  ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 60000, 0));
+  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+  ASSERT_EQ(0, uvtw_timer_stop(&c));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
 }
 
 
@@ -42,6 +39,7 @@ static void right_after_start(void) {
   };
   size_t i;
 
+  start();
   for (i = 0; i < sizeof(timeouts) / sizeof(timeouts[0]); i++) {
     ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, timeouts[i], 0));
     ASSERT_EQ((int64_t) timeouts[i], uv_backend_timeout(&loop));
@@ -83,6 +81,7 @@ static void right_after_start(void) {
   ASSERT_EQ(0, uvtw_timer_stop(&c));
   ASSERT_EQ(0, uv_loop_alive(&loop));
   ASSERT_EQ(0, uv_backend_timeout(&loop)); /* nothing active */
+  teardown();
 }
 
 
@@ -103,6 +102,7 @@ static void between_passes(void) {
   uint64_t now;
   int k;
 
+  start();
   a_deadline = uv_now(&loop) + 1000;
   ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, 1000, 0));
   ASSERT_EQ(0, uvtw_timer_start(&b, short_cb, 20, 0));
@@ -140,6 +140,7 @@ static void between_passes(void) {
   ASSERT_EQ(0, uvtw_timer_stop(&a));
   ASSERT_EQ(0, uv_loop_alive(&loop));
   ASSERT_EQ(0, uv_backend_timeout(&loop));
+  teardown();
 }
 
 
@@ -157,6 +158,7 @@ static void sweep_alignments(void) {
   size_t j;
   int k;
 
+  start();
   for (k = 0; k < 150; k++) {
     uv_sleep(1 + k % 3);
     ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 60000, 0));
@@ -192,6 +194,7 @@ static void sweep_alignments(void) {
     ASSERT_EQ(0, uvtw_timer_stop(&b));
     ASSERT_EQ(0, uv_loop_alive(&loop));
   }
+  teardown();
 }
 
 
@@ -199,6 +202,7 @@ static void sweep_alignments(void) {
  * no stale driver behind: uv_run(UV_RUN_DEFAULT) returns 0 after the one
  * run, and uv_loop_alive is 0. */
 static void nothing_left(void) {
+  start();
   ASSERT_EQ(0, uvtw_timer_start(&a, short_cb, 1, 0));
   ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 2000, 0));
   ASSERT_EQ(0, uvtw_timer_stop(&b));
@@ -208,39 +212,18 @@ static void nothing_left(void) {
   ASSERT_EQ(1, short_fired);
   ASSERT_EQ(0, uv_loop_alive(&loop));
   ASSERT_EQ(0, uv_backend_timeout(&loop));
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
+static const test_case_t cases[] = {
+  TEST_CASE(right_after_start),
+  TEST_CASE(between_passes),
+  TEST_CASE(sweep_alignments),
+  TEST_CASE(nothing_left),
+};
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_EQ(0, uv_loop_alive(&loop)); /* an empty wheel holds nothing */
-  ASSERT_UV_OK(uv_timer_init(&loop, &u));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
-
-  /* Run the loop once, with something alive so that uv_run really runs. */
-  ASSERT_EQ(0, uvtw_timer_start(&c, never_cb, 60000, 0));
-  ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
-  ASSERT_EQ(0, uvtw_timer_stop(&c));
-  ASSERT_EQ(0, uv_loop_alive(&loop));
-
-  right_after_start();
-  between_passes();
-  sweep_alignments();
-  nothing_left();
-
-  uv_close((uv_handle_t*) &u, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -7,18 +7,7 @@
  *     started at the same moment with the same timeout (0, 1 and 5 ms): for
  *     0 ms, the very next iteration. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
-
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration; /* incremented at the end of every check_cb */
-static int close_cb_called;
+#include "timer-harness.h"
 
 static uvtw_timer_t a; /* 1 h, stopped from the check */
 static uvtw_timer_t c; /* 1 h, restarted from the check with 60 ms */
@@ -38,12 +27,6 @@ static uint64_t r_restart_now;
 static uint64_t r_last_now;
 static int64_t w_iter[3] = { -1, -1, -1 };
 static int64_t u_iter[3] = { -1, -1, -1 };
-
-
-static void never_cb(uvtw_timer_t* timer) {
-  (void) timer;
-  ASSERT(0 && "a stopped timer ran");
-}
 
 
 static void c_cb(uvtw_timer_t* timer) {
@@ -78,10 +61,10 @@ static void u_cb(uv_timer_t* handle) {
 }
 
 
-static void check_cb(uv_check_t* handle) {
+/* At the end of every iteration, before `iteration` moves on. */
+static void in_check(void) {
   int i;
 
-  (void) handle;
   if (iteration == 0) {
     ASSERT_EQ(0, uvtw_timer_stop(&a));
     ASSERT_EQ(0, uvtw_timer_is_active(&a));
@@ -109,24 +92,14 @@ static void check_cb(uv_check_t* handle) {
     r_restart_now = uv_now(&loop);
     ASSERT_EQ(0, uvtw_timer_start(&r, r_cb, 20, 0));
   }
-  iteration++;
-}
-
-
-static void wheel_close_cb(uvtw_wheel_t* wh) {
-  ASSERT_PTR_EQ(wh, wheel);
-  close_cb_called++;
 }
 
 
 int main(void) {
   int i;
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
+  setup();
+  on_check = in_check;
   ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &d));
@@ -134,7 +107,7 @@ int main(void) {
   ASSERT_EQ(0, uvtw_timer_init(wheel, &r));
   for (i = 0; i < 3; i++) {
     ASSERT_EQ(0, uvtw_timer_init(wheel, &w[i]));
-    ASSERT_UV_OK(uv_timer_init(&loop, &u[i]));
+    add_uv_timer(&u[i]);
   }
 
   /* If a stop or restart from the check had no effect, the 1 h timers would
@@ -156,12 +129,6 @@ int main(void) {
   }
   ASSERT_EQ(1, w_iter[0]); /* 0 ms from the check of iteration 0 */
 
-  uv_close((uv_handle_t*) &check, NULL);
-  for (i = 0; i < 3; i++)
-    uv_close((uv_handle_t*) &u[i], NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   return 0;
 }

@@ -4,21 +4,12 @@
  * rule).  The loop thread is blocked with uv_sleep for many periods, outside
  * the loop and inside callbacks.  A uv_timer_t control runs beside it. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define MAX_FIRES 4096
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
 static uv_idle_t idle;
-static int64_t iteration;
-static int close_cb_called;
 
 static uvtw_timer_t x;
 static uv_timer_t ux;
@@ -28,12 +19,6 @@ static uint64_t x_at;
 static uint64_t ux_at;
 static int64_t x_iters[MAX_FIRES];
 static int64_t ux_iters[MAX_FIRES];
-
-
-static void check_cb(uv_check_t* handle) {
-  (void) handle;
-  iteration++;
-}
 
 
 static void idle_cb(uv_idle_t* handle) {
@@ -67,10 +52,27 @@ static void expect_next_deadline(uint64_t repeat) {
 }
 
 
+static uvtw_timer_t tw_blocker;
+static uv_timer_t uv_blocker;
+
+
+/* A loop with x, its twin ux, the two blockers and the idle handle. */
+static void start(void) {
+  setup();
+  ASSERT_UV_OK(uv_idle_init(&loop, &idle));
+  close_at_teardown((uv_handle_t*) &idle);
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &x));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &tw_blocker));
+  add_uv_timer(&ux);
+  add_uv_timer(&uv_blocker);
+}
+
+
 /* Blocked outside the loop, then one UV_RUN_NOWAIT pass. */
 static void nowait(uint64_t repeat, unsigned int block_ms) {
   int k;
 
+  start();
   x_count = ux_count = 0;
   ASSERT_EQ(0, uvtw_timer_start(&x, x_cb, repeat, repeat));
   ASSERT_UV_OK(uv_timer_start(&ux, ux_cb, repeat, repeat));
@@ -86,6 +88,7 @@ static void nowait(uint64_t repeat, unsigned int block_ms) {
   }
   ASSERT_EQ(0, uvtw_timer_stop(&x));
   ASSERT_UV_OK(uv_timer_stop(&ux));
+  teardown();
 }
 
 
@@ -95,6 +98,7 @@ static void nowait(uint64_t repeat, unsigned int block_ms) {
 static void once(uint64_t repeat, unsigned int block_ms) {
   int k;
 
+  start();
   x_count = ux_count = 0;
   ASSERT_UV_OK(uv_idle_start(&idle, idle_cb));
   ASSERT_EQ(0, uvtw_timer_start(&x, x_cb, repeat, repeat));
@@ -111,6 +115,7 @@ static void once(uint64_t repeat, unsigned int block_ms) {
   ASSERT_EQ(0, uvtw_timer_stop(&x));
   ASSERT_UV_OK(uv_timer_stop(&ux));
   ASSERT_UV_OK(uv_idle_stop(&idle));
+  teardown();
 }
 
 
@@ -119,8 +124,6 @@ static void once(uint64_t repeat, unsigned int block_ms) {
  * periods after each block; still it never fires twice in one iteration,
  * whether the blocker is a uv_timer_t or a uvtw timer dispatched in the same
  * pass as x. */
-static uvtw_timer_t tw_blocker;
-static uv_timer_t uv_blocker;
 static int blocks;
 
 static void stop_all(void) {
@@ -150,6 +153,7 @@ static void uv_blocker_cb(uv_timer_t* handle) {
 static void blocked_in_callbacks(int use_tw_blocker) {
   int i;
 
+  start();
   x_count = ux_count = 0;
   blocks = 0;
   ASSERT_EQ(0, uvtw_timer_start(&x, x_cb, 5, 5));
@@ -166,42 +170,57 @@ static void blocked_in_callbacks(int use_tw_blocker) {
     ASSERT_LT(x_iters[i - 1], x_iters[i]);
   for (i = 1; i < ux_count; i++)
     ASSERT_LT(ux_iters[i - 1], ux_iters[i]);
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
+/* Every 1 ms, 50 periods missed per block. */
+static void nowait_repeat_1(void) {
+  nowait(1, 50);
 }
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
-  ASSERT_UV_OK(uv_idle_init(&loop, &idle));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &x));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &tw_blocker));
-  ASSERT_UV_OK(uv_timer_init(&loop, &ux));
-  ASSERT_UV_OK(uv_timer_init(&loop, &uv_blocker));
-
-  nowait(1, 50);     /* 50 periods missed per block */
+static void nowait_repeat_10(void) {
   nowait(10, 80);
-  nowait(100, 450);
-  once(100, 450);
-  once(250, 800);
-  blocked_in_callbacks(1);
-  blocked_in_callbacks(0);
+}
 
-  uv_close((uv_handle_t*) &check, NULL);
-  uv_close((uv_handle_t*) &idle, NULL);
-  uv_close((uv_handle_t*) &ux, NULL);
-  uv_close((uv_handle_t*) &uv_blocker, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+
+static void nowait_repeat_100(void) {
+  nowait(100, 450);
+}
+
+
+static void once_repeat_100(void) {
+  once(100, 450);
+}
+
+
+static void once_repeat_250(void) {
+  once(250, 800);
+}
+
+
+static void blocked_by_uvtw_timer(void) {
+  blocked_in_callbacks(1);
+}
+
+
+static void blocked_by_uv_timer(void) {
+  blocked_in_callbacks(0);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(nowait_repeat_1),
+  TEST_CASE(nowait_repeat_10),
+  TEST_CASE(nowait_repeat_100),
+  TEST_CASE(once_repeat_100),
+  TEST_CASE(once_repeat_250),
+  TEST_CASE(blocked_by_uvtw_timer),
+  TEST_CASE(blocked_by_uv_timer),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -14,20 +14,10 @@
  * were already due in that pass.  (README.md, Semantics: "Snapshot" and
  * "Which libuv".) */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define REPEATS 10
-
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration; /* incremented at the end of every iteration */
-static int close_cb_called;
 
 /* Per timer: the iterations of its runs. */
 struct record {
@@ -49,19 +39,21 @@ static struct record rub;
 static struct record ruc;
 
 
-static void check_cb(uv_check_t* handle) {
-  (void) handle;
-  iteration++;
-}
-
-
 static void note(struct record* r) {
   ASSERT_LT(r->runs, 2 * REPEATS);
   r->iter[r->runs++] = iteration;
 }
 
 
+/* A loop, the wheel, the timers a, b, c and their twins, no runs yet. */
 static void reset(void) {
+  setup();
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
+  add_uv_timer(&ua);
+  add_uv_timer(&ub);
+  add_uv_timer(&uc);
   ra.runs = rb.runs = rc.runs = 0;
   rua.runs = rub.runs = ruc.runs = 0;
 }
@@ -151,6 +143,7 @@ static void start_zero_from_callback(void) {
   ASSERT_EQ(1, rub.runs);
   ASSERT_EQ(rua.iter[0], ra.iter[0]);
   like_twin(rua.iter[0], rub.iter[0], ra.iter[0], rb.iter[0]);
+  teardown();
 }
 
 
@@ -182,6 +175,7 @@ static void restart_self_with_zero(void) {
   ASSERT_EQ(rua.iter[0], ra.iter[0]);
   for (i = 1; i < REPEATS; i++)
     like_twin(rua.iter[i - 1], rua.iter[i], ra.iter[i - 1], ra.iter[i]);
+  teardown();
 }
 
 
@@ -242,6 +236,7 @@ static void restart_due_timer_with_zero(void) {
   ASSERT_EQ(rua.iter[0], ra.iter[0]);
   like_twin(rua.iter[0], rua.iter[1], ra.iter[0], ra.iter[1]);
   like_twin(rua.iter[0], rub.iter[0], ra.iter[0], rb.iter[0]);
+  teardown();
 }
 
 
@@ -276,40 +271,18 @@ static void nowait_passes(void) {
   uv_run(&loop, UV_RUN_NOWAIT);
   ASSERT_EQ(1, rub.runs);
   ASSERT_EQ(0, uv_loop_alive(&loop));
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
+static const test_case_t cases[] = {
+  TEST_CASE(start_zero_from_callback),
+  TEST_CASE(restart_self_with_zero),
+  TEST_CASE(restart_due_timer_with_zero),
+  TEST_CASE(nowait_passes),
+};
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &c));
-  ASSERT_UV_OK(uv_timer_init(&loop, &ua));
-  ASSERT_UV_OK(uv_timer_init(&loop, &ub));
-  ASSERT_UV_OK(uv_timer_init(&loop, &uc));
-
-  start_zero_from_callback();
-  restart_self_with_zero();
-  restart_due_timer_with_zero();
-  nowait_passes();
-
-  uv_close((uv_handle_t*) &ua, NULL);
-  uv_close((uv_handle_t*) &ub, NULL);
-  uv_close((uv_handle_t*) &uc, NULL);
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -4,14 +4,11 @@
  * on uv_timer_t handles too, on the same loop, and both orders must equal
  * the expected one, so the test also proves it describes libuv. */
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define MAX_TIMERS 512
 
@@ -22,10 +19,6 @@ struct pair {
   int stop_in_cb;
 };
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration;
 static struct pair pairs[MAX_TIMERS];
 
 static int uv_log[4 * MAX_TIMERS];
@@ -33,13 +26,6 @@ static int uv_n;
 static int tw_log[4 * MAX_TIMERS];
 static int64_t tw_iter[4 * MAX_TIMERS];
 static int tw_n;
-static int close_cb_called;
-
-
-static void check_cb(uv_check_t* handle) {
-  (void) handle;
-  iteration++;
-}
 
 
 static void uv_cb(uv_timer_t* handle) {
@@ -65,9 +51,18 @@ static void tw_cb(uvtw_timer_t* timer) {
 }
 
 
+/* A loop and the wheel, with every pair initialised; empty logs, and the
+ * first n pairs numbered. */
 static void reset(int n) {
   int i;
 
+  setup();
+  for (i = 0; i < MAX_TIMERS; i++) {
+    add_uv_timer(&pairs[i].u);
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &pairs[i].w));
+    pairs[i].u.data = &pairs[i];
+    pairs[i].w.data = &pairs[i];
+  }
   uv_n = 0;
   tw_n = 0;
   for (i = 0; i < n; i++) {
@@ -122,6 +117,7 @@ static void equal_deadlines_and_restart(void) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   expect_logs(expected, 10);
   expect_same_pass(0, 10);
+  teardown();
 }
 
 
@@ -142,6 +138,7 @@ static void restart_by_again(void) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   expect_logs(expected, 5);
   expect_same_pass(0, 5);
+  teardown();
 }
 
 
@@ -177,6 +174,7 @@ static void deadline_order_across_levels(void) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   expect_logs(expected, n);
   expect_same_pass(0, n);
+  teardown();
 }
 
 
@@ -233,6 +231,7 @@ static void random_order(void) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   expect_logs(expected, n);
   expect_same_pass(0, n);
+  teardown();
 }
 
 
@@ -293,48 +292,32 @@ static void repeat_rearm_order(int variant) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   expect_logs(variant == 1 ? expected1 : expected2, 3);
   expect_same_pass(1, 2);
+  teardown();
 }
 
 
-static void close_cb(uv_handle_t* handle) {
-  (void) handle;
-}
-
-
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
-int main(void) {
-  int i;
-
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
-  for (i = 0; i < MAX_TIMERS; i++) {
-    ASSERT_UV_OK(uv_timer_init(&loop, &pairs[i].u));
-    ASSERT_EQ(0, uvtw_timer_init(wheel, &pairs[i].w));
-    pairs[i].u.data = &pairs[i];
-    pairs[i].w.data = &pairs[i];
-  }
-
-  equal_deadlines_and_restart();
-  restart_by_again();
-  deadline_order_across_levels();
-  random_order();
+/* Timer 0's callback starts timer 1: order 0, 0, 1. */
+static void repeat_rearm_order_1(void) {
   repeat_rearm_order(1);
-  repeat_rearm_order(2);
+}
 
-  for (i = 0; i < MAX_TIMERS; i++)
-    uv_close((uv_handle_t*) &pairs[i].u, close_cb);
-  uv_close((uv_handle_t*) &check, close_cb);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+
+/* Timer 0's callback starts timer 1, then restarts itself: 0, 1, 0. */
+static void repeat_rearm_order_2(void) {
+  repeat_rearm_order(2);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(equal_deadlines_and_restart),
+  TEST_CASE(restart_by_again),
+  TEST_CASE(deadline_order_across_levels),
+  TEST_CASE(random_order),
+  TEST_CASE(repeat_rearm_order_1),
+  TEST_CASE(repeat_rearm_order_2),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -9,13 +9,7 @@
  * where uvtw waits for the next iteration: README.md, Semantics, "Which
  * libuv"), and as repeating pairs whose first three runs are compared. */
 
-#include <stdint.h>
-#include <stdlib.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "timer-harness.h"
 
 #define NPAIRS 1200
 #define RUNS 3
@@ -32,11 +26,6 @@ struct pair {
   int used;
 };
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration; /* incremented at the end of every iteration */
-static int close_cb_called;
 static struct pair pairs[NPAIRS];
 static int npairs;
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -92,10 +81,10 @@ static void start_pair(uint64_t timeout, uint64_t repeat) {
 }
 
 
-static void check_cb(uv_check_t* handle) {
+/* At the end of every iteration, before `iteration` moves on. */
+static void in_check(void) {
   int i;
 
-  (void) handle;
   /* At a few iterations, start a batch from here: outside any timer
    * callback, after the poll has updated the loop time. */
   if (iteration == 2 || iteration == 7 || iteration == 30 ||
@@ -106,7 +95,6 @@ static void check_cb(uv_check_t* handle) {
     start_pair(0, 3);
     start_pair(1, 1);
   }
-  iteration++;
 }
 
 
@@ -144,12 +132,6 @@ static void tw_starter_cb(uvtw_timer_t* timer) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
 int main(void) {
   static const uint64_t level_sizes[] = {
     511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097
@@ -160,18 +142,15 @@ int main(void) {
   int k;
 
   min_in_tw_callback = uv_version() >= 0x013000 ? 0 : 1; /* 1.48.0 */
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
+  setup();
+  on_check = in_check;
   for (i = 0; i < NPAIRS; i++) {
-    ASSERT_UV_OK(uv_timer_init(&loop, &pairs[i].u));
+    add_uv_timer(&pairs[i].u);
     ASSERT_EQ(0, uvtw_timer_init(wheel, &pairs[i].w));
     pairs[i].u.data = &pairs[i];
     pairs[i].w.data = &pairs[i];
   }
-  ASSERT_UV_OK(uv_timer_init(&loop, &uv_starter));
+  add_uv_timer(&uv_starter);
   ASSERT_EQ(0, uvtw_timer_init(wheel, &tw_starter));
 
   /* Before the loop runs. */
@@ -205,13 +184,6 @@ int main(void) {
   }
   ASSERT_EQ(0, mismatches);
 
-  for (i = 0; i < NPAIRS; i++)
-    uv_close((uv_handle_t*) &pairs[i].u, NULL);
-  uv_close((uv_handle_t*) &uv_starter, NULL);
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   return 0;
 }

@@ -10,19 +10,9 @@
  *     stopped after the driver had been armed for it;
  *   - no tasks: tasks_live stays 0 and pending equals timers_active. */
 
-#include <stdint.h>
 #include <string.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
-
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration;
-static int close_cb_called;
+#include "timer-harness.h"
 
 static uvtw_timer_t t[4];
 static uint64_t runs;
@@ -46,12 +36,6 @@ static void expect(uint64_t active, uint64_t fired, uint64_t wakeups) {
   ASSERT_UEQ(active, s.timers_active);
   ASSERT_UEQ(fired, s.fired);
   ASSERT_UEQ(wakeups, s.driver_wakeups);
-}
-
-
-static void check_cb(uv_check_t* handle) {
-  (void) handle;
-  iteration++;
 }
 
 
@@ -107,28 +91,12 @@ static void stoppable_cb(uvtw_timer_t* timer) {
 }
 
 
-static void never_cb(uvtw_timer_t* timer) {
-  (void) timer;
-  ASSERT(0 && "must not run");
-}
-
-
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
 int main(void) {
   uvtw_stats_t s;
   int i;
   int k;
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
+  setup();
   for (i = 0; i < 4; i++)
     ASSERT_EQ(0, uvtw_timer_init(wheel, &t[i]));
 
@@ -199,10 +167,6 @@ int main(void) {
     expect(0, runs, passes);
   }
 
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   return 0;
 }

@@ -8,12 +8,8 @@
  * must agree (active, due_in, repeat, fire count), and the cases also check
  * the expected outcome explicitly. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 enum { UV_SIDE = 0, TW_SIDE = 1 };
 
@@ -30,10 +26,7 @@ struct tcase {
   int again_rv[2];
 };
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static int close_cb_called;
-static struct tcase cases[9];
+static struct tcase twins[9];
 
 
 static int t_again(struct tcase* c, int side) {
@@ -189,8 +182,13 @@ static void in_callbacks(void) {
   int i;
   int k;
 
+  setup();
   for (i = 0; i < 9; i++) {
-    c = &cases[i];
+    add_uv_timer(&twins[i].u);
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &twins[i].w));
+  }
+  for (i = 0; i < 9; i++) {
+    c = &twins[i];
     c->name = names[i];
     c->repeat = repeats[i];
     c->u.data = c;
@@ -208,9 +206,9 @@ static void in_callbacks(void) {
     uv_run(&loop, UV_RUN_NOWAIT);
     done = 1;
     for (i = 0; i < 9; i++) {
-      compare(&cases[i]);
-      ASSERT_LE(cases[i].count[TW_SIDE], finals[i]);
-      if (cases[i].count[TW_SIDE] < finals[i])
+      compare(&twins[i]);
+      ASSERT_LE(twins[i].count[TW_SIDE], finals[i]);
+      if (twins[i].count[TW_SIDE] < finals[i])
         done = 0;
     }
     if (!done)
@@ -222,7 +220,7 @@ static void in_callbacks(void) {
   }
 
   /* The explicit outcomes. */
-  c = &cases[0]; /* A */
+  c = &twins[0]; /* A */
   ASSERT_EQ(0, uvtw_timer_is_active(&c->w));
   ASSERT_EQ(0, c->active_in_cb[TW_SIDE][0]);
   ASSERT_UEQ(30000, uvtw_timer_get_repeat(&c->w));
@@ -231,59 +229,48 @@ static void in_callbacks(void) {
   ASSERT_UEQ(30000, uvtw_timer_get_due_in(&c->w));
   compare(c);
 
-  c = &cases[1]; /* B: re-armed with 10 before its 1st callback */
+  c = &twins[1]; /* B: re-armed with 10 before its 1st callback */
   ASSERT_EQ(1, c->active_in_cb[TW_SIDE][0]);
   ASSERT_UEQ(10, c->due_in_cb[TW_SIDE][0]);
   ASSERT_EQ(0, c->active_in_cb[TW_SIDE][1]);
   ASSERT_EQ(0, uvtw_timer_is_active(&c->w));
 
-  c = &cases[2]; /* C */
+  c = &twins[2]; /* C */
   ASSERT_EQ(1, uvtw_timer_is_active(&c->w));
   ASSERT_UEQ(10000, c->due_in_cb[TW_SIDE][0]);
   ASSERT_UEQ(c->at[TW_SIDE] + 10000,
              uv_now(&loop) + uvtw_timer_get_due_in(&c->w));
   ASSERT_UEQ(20000, uvtw_timer_get_repeat(&c->w));
 
-  c = &cases[3]; /* D */
+  c = &twins[3]; /* D */
   ASSERT_EQ(0, c->again_rv[TW_SIDE]);
   ASSERT_EQ(1, uvtw_timer_is_active(&c->w));
   ASSERT_UEQ(c->at[TW_SIDE] + 20000,
              uv_now(&loop) + uvtw_timer_get_due_in(&c->w));
 
-  c = &cases[4]; /* E */
+  c = &twins[4]; /* E */
   ASSERT_EQ(0, c->again_rv[TW_SIDE]);
   ASSERT_EQ(0, uvtw_timer_is_active(&c->w));
 
-  c = &cases[5]; /* F */
+  c = &twins[5]; /* F */
   ASSERT_EQ(0, c->again_rv[TW_SIDE]);
   ASSERT_EQ(1, uvtw_timer_is_active(&c->w));
   ASSERT_UEQ(c->at[TW_SIDE] + 10000,
              uv_now(&loop) + uvtw_timer_get_due_in(&c->w));
 
-  c = &cases[6]; /* G */
+  c = &twins[6]; /* G */
   ASSERT_EQ(0, uvtw_timer_is_active(&c->w));
   ASSERT_UEQ(5, uvtw_timer_get_repeat(&c->w));
   ASSERT_UEQ(5, c->due_in_cb[TW_SIDE][1]);
 
-  c = &cases[8]; /* I */
+  c = &twins[8]; /* I */
   ASSERT_EQ(0, uvtw_timer_is_active(&c->w));
 
   for (i = 0; i < 9; i++) {
-    ASSERT_EQ(0, uvtw_timer_stop(&cases[i].w));
-    ASSERT_UV_OK(uv_timer_stop(&cases[i].u));
+    ASSERT_EQ(0, uvtw_timer_stop(&twins[i].w));
+    ASSERT_UV_OK(uv_timer_stop(&twins[i].u));
   }
-}
-
-
-static void noop_cb(uvtw_timer_t* timer) {
-  (void) timer;
-  ASSERT(0 && "must not run");
-}
-
-
-static void noop_uv_cb(uv_timer_t* handle) {
-  (void) handle;
-  ASSERT(0 && "must not run");
+  teardown();
 }
 
 
@@ -291,6 +278,7 @@ static void outside_callbacks(void) {
   uvtw_timer_t t;
   uv_timer_t u;
 
+  setup();
   ASSERT_EQ(0, uvtw_timer_init(wheel, &t));
   ASSERT_UV_OK(uv_timer_init(&loop, &u));
 
@@ -306,8 +294,8 @@ static void outside_callbacks(void) {
   ASSERT_EQ(0, uvtw_timer_is_active(&t));
 
   /* Active, repeat 0: nothing changes. */
-  ASSERT_EQ(0, uvtw_timer_start(&t, noop_cb, 1000, 0));
-  ASSERT_UV_OK(uv_timer_start(&u, noop_uv_cb, 1000, 0));
+  ASSERT_EQ(0, uvtw_timer_start(&t, never_cb, 1000, 0));
+  ASSERT_UV_OK(uv_timer_start(&u, never_uv_cb, 1000, 0));
   ASSERT_EQ(0, uvtw_timer_again(&t));
   ASSERT_EQ(0, uv_timer_again(&u));
   ASSERT_EQ(1, uvtw_timer_is_active(&t));
@@ -328,7 +316,7 @@ static void outside_callbacks(void) {
   ASSERT_UEQ(70, uvtw_timer_get_due_in(&t));
 
   /* Active with a repeat: again restarts with timeout = repeat. */
-  ASSERT_EQ(0, uvtw_timer_start(&t, noop_cb, 1000, 50));
+  ASSERT_EQ(0, uvtw_timer_start(&t, never_cb, 1000, 50));
   ASSERT_UEQ(1000, uvtw_timer_get_due_in(&t));
   ASSERT_EQ(0, uvtw_timer_again(&t));
   ASSERT_UEQ(50, uvtw_timer_get_due_in(&t));
@@ -350,33 +338,16 @@ static void outside_callbacks(void) {
   ASSERT_UV_OK(uv_timer_stop(&u));
   uv_close((uv_handle_t*) &u, NULL);
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
+static const test_case_t cases[] = {
+  TEST_CASE(outside_callbacks),
+  TEST_CASE(in_callbacks),
+};
 
 
-int main(void) {
-  int i;
-
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  for (i = 0; i < 9; i++) {
-    ASSERT_UV_OK(uv_timer_init(&loop, &cases[i].u));
-    ASSERT_EQ(0, uvtw_timer_init(wheel, &cases[i].w));
-  }
-
-  outside_callbacks();
-  in_callbacks();
-
-  for (i = 0; i < 9; i++)
-    uv_close((uv_handle_t*) &cases[i].u, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -5,17 +5,10 @@
  * when nothing else keeps the loop alive) but still fires while the loop
  * runs for other reasons.  An empty wheel never keeps the loop alive. */
 
-#include <stdint.h>
+#include "test-cases.h"
+#include "timer-harness.h"
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
-
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
 static uvtw_wheel_t* wheel2;
-static int close_cb_called;
 static int fired[4];
 static uvtw_timer_t t[4];
 
@@ -36,9 +29,26 @@ static void reset(void) {
 }
 
 
+/* Two wheels on one loop: t[0], t[1] and t[3] on the first, t[2] on the
+ * second; and the keeper, a uv_timer_t. */
+static uv_timer_t keeper;
+
+static void start(void) {
+  setup();
+  wheel2 = add_wheel(NULL);
+  add_uv_timer(&keeper);
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[0]));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[1]));
+  ASSERT_EQ(0, uvtw_timer_init(wheel2, &t[2]));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[3]));
+  reset();
+}
+
+
 static void defaults(void) {
   uvtw_timer_t x;
 
+  start();
   ASSERT_EQ(0, uv_loop_alive(&loop)); /* two empty wheels */
   ASSERT_EQ(0, uvtw_timer_init(wheel, &x));
   ASSERT_NE(0, uvtw_timer_has_ref(&x));
@@ -51,13 +61,14 @@ static void defaults(void) {
   uvtw_timer_ref(&x);
   ASSERT_NE(0, uvtw_timer_has_ref(&x));
   ASSERT_EQ(0, uv_loop_alive(&loop)); /* inactive timers hold nothing */
+  teardown();
 }
 
 
 /* An unreferenced timer does not run when nothing else keeps the loop
  * alive, even when it is long overdue; it stays active. */
 static void unref_does_not_run(void) {
-  reset();
+  start();
   uvtw_timer_unref(&t[0]);
   ASSERT_EQ(0, uvtw_timer_start(&t[0], count_cb, 10, 0));
   ASSERT_EQ(0, uvtw_timer_has_ref(&t[0]));
@@ -83,12 +94,13 @@ static void unref_does_not_run(void) {
   ASSERT_EQ(0, uv_loop_alive(&loop));
   /* Still referenced after it fired. */
   ASSERT_NE(0, uvtw_timer_has_ref(&t[0]));
+  teardown();
 }
 
 
 /* Toggling on active timers changes uv_loop_alive at once. */
 static void toggle_active(void) {
-  reset();
+  start();
   ASSERT_EQ(0, uvtw_timer_start(&t[0], count_cb, 100000, 0));
   ASSERT_EQ(0, uvtw_timer_start(&t[1], count_cb, 100000, 0));
   ASSERT_EQ(1, uv_loop_alive(&loop));
@@ -117,13 +129,13 @@ static void toggle_active(void) {
   ASSERT_EQ(0, uvtw_timer_stop(&t[2]));
   ASSERT_EQ(0, uv_loop_alive(&loop));
   reset();
+  teardown();
 }
 
 
 /* Unreferenced timers fire while something else keeps the loop alive: a
  * referenced uv_timer_t at 200 ms keeps it running past the unreferenced
  * uvtw timers at 10 ms (one-shot) and 5 ms (repeating). */
-static uv_timer_t keeper;
 static int keeper_fired;
 
 static void keeper_cb(uv_timer_t* handle) {
@@ -133,7 +145,7 @@ static void keeper_cb(uv_timer_t* handle) {
 
 
 static void unref_fires_while_alive(void) {
-  reset();
+  start();
   keeper_fired = 0;
   ASSERT_EQ(0, uvtw_timer_start(&t[0], count_cb, 10, 0));
   uvtw_timer_unref(&t[0]);
@@ -152,6 +164,7 @@ static void unref_fires_while_alive(void) {
   ASSERT_EQ(1, uvtw_timer_is_active(&t[1]));
   ASSERT_EQ(0, uv_loop_alive(&loop));
   reset();
+  teardown();
 }
 
 
@@ -165,43 +178,26 @@ static void unref_self_cb(uvtw_timer_t* timer) {
 
 
 static void unref_in_callback(void) {
-  reset();
+  start();
   ASSERT_EQ(0, uvtw_timer_start(&t[3], unref_self_cb, 2, 2));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(3, fired[3]);
   ASSERT_EQ(1, uvtw_timer_is_active(&t[3]));
   ASSERT_EQ(0, uvtw_timer_has_ref(&t[3]));
   reset();
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT(w == wheel || w == wheel2);
-  close_cb_called++;
-}
+static const test_case_t cases[] = {
+  TEST_CASE(defaults),
+  TEST_CASE(unref_does_not_run),
+  TEST_CASE(toggle_active),
+  TEST_CASE(unref_fires_while_alive),
+  TEST_CASE(unref_in_callback),
+};
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel2));
-  ASSERT_UV_OK(uv_timer_init(&loop, &keeper));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[0]));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[1]));
-  ASSERT_EQ(0, uvtw_timer_init(wheel2, &t[2]));
-  ASSERT_EQ(0, uvtw_timer_init(wheel, &t[3]));
-
-  defaults();
-  unref_does_not_run();
-  toggle_active();
-  unref_fires_while_alive();
-  unref_in_callback();
-
-  uv_close((uv_handle_t*) &keeper, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uvtw_wheel_close(wheel2, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(2, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -5,22 +5,15 @@
  * never fires, with tick 1 and with a tick that would round it past the top;
  * a huge repeat re-arms to a huge, exact or saturated, deadline. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define NT 24
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
 static uvtw_wheel_t* wheel10;
 static uvtw_timer_t timers[NT];
 static int fired[NT];
 static uint64_t fired_at[NT];
-static int close_cb_called;
 
 
 static void count_cb(uvtw_timer_t* timer) {
@@ -46,6 +39,29 @@ static void reset(void) {
 }
 
 
+/* A loop with two wheels, one with tick 1 and one with tick 10; the NT
+ * timers on the first, but for timers[4..6], which go on the tick-10 wheel
+ * if on_tick_10; and one run of the loop. */
+static void start(int on_tick_10) {
+  uvtw_options_t opts;
+  int i;
+
+  setup();
+  uvtw_options_init(&opts);
+  opts.tick_ms = 10;
+  wheel10 = add_wheel(&opts);
+  for (i = 0; i < NT; i++)
+    ASSERT_EQ(0, uvtw_timer_init(on_tick_10 && i >= 4 && i <= 6 ? wheel10
+                                                                 : wheel,
+                                 &timers[i]));
+  for (i = 4; on_tick_10 && i <= 6; i++)
+    ASSERT_PTR_EQ(uvtw_timer_wheel(&timers[i]), wheel10);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  reset();
+}
+
+
+/* 20 timers on the tick-1 wheel. */
 static void exact_due_in(void) {
   static const uint64_t timeouts[] = {
     1, 63, 64, 65, 255, 256, 257, 4095, 4096, 4097, 65535, 65536, 65537,
@@ -60,7 +76,7 @@ static void exact_due_in(void) {
   int i;
   int k;
 
-  reset();
+  start(0);
   n = (int) (sizeof(timeouts) / sizeof(timeouts[0]));
   ASSERT_LE(n, NT);
   n0 = uv_now(&loop);
@@ -101,6 +117,7 @@ static void exact_due_in(void) {
     prev = now;
   }
   reset();
+  teardown();
 }
 
 
@@ -116,7 +133,7 @@ static void uint64_max_never_fires(void) {
   int i;
   int k;
 
-  reset();
+  start(1);
   n0 = uv_now(&loop);
   ASSERT_EQ(0, uvtw_timer_start(&timers[0], count_cb, UINT64_MAX, 0));
   ASSERT_UEQ(UINT64_MAX - n0, uvtw_timer_get_due_in(&timers[0]));
@@ -167,6 +184,7 @@ static void uint64_max_never_fires(void) {
   uv_close((uv_handle_t*) &keeper, NULL);
   reset();
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  teardown();
 }
 
 
@@ -176,7 +194,7 @@ static void huge_repeat(void) {
   int i;
   int k;
 
-  reset();
+  start(1);
   ASSERT_EQ(0, uvtw_timer_start(&timers[0], count_cb, 1, r48));
   ASSERT_EQ(0, uvtw_timer_start(&timers[1], count_cb, 1, UINT64_MAX));
   ASSERT_EQ(0, uvtw_timer_start(&timers[2], count_cb, 1, UINT64_MAX - 1));
@@ -209,44 +227,17 @@ static void huge_repeat(void) {
   ASSERT_UEQ(UINT64_MAX - uv_now(&loop), uvtw_timer_get_due_in(&timers[1]));
   reset();
   ASSERT_EQ(0, uv_loop_alive(&loop));
+  teardown();
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  (void) w;
-  close_cb_called++;
-}
+static const test_case_t cases[] = {
+  TEST_CASE(uint64_max_never_fires),
+  TEST_CASE(huge_repeat),
+  TEST_CASE(exact_due_in),
+};
 
 
-int main(void) {
-  uvtw_options_t opts;
-  int i;
-
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  uvtw_options_init(&opts);
-  opts.tick_ms = 10;
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, &opts, &wheel10));
-  for (i = 0; i < NT; i++)
-    ASSERT_EQ(0, uvtw_timer_init(i >= 4 && i <= 6 ? wheel10 : wheel,
-                                 &timers[i]));
-  /* timers[4..6] live on the tick-10 wheel for the UINT64_MAX case. */
-  for (i = 4; i <= 6; i++)
-    ASSERT_PTR_EQ(uvtw_timer_wheel(&timers[i]), wheel10);
-
-  uv_run(&loop, UV_RUN_NOWAIT);
-  uint64_max_never_fires();
-  huge_repeat();
-
-  /* exact_due_in needs 20 timers on the tick-1 wheel. */
-  for (i = 4; i <= 6; i++)
-    ASSERT_EQ(0, uvtw_timer_init(wheel, &timers[i]));
-  exact_due_in();
-
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uvtw_wheel_close(wheel10, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(2, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

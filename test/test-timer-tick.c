@@ -5,12 +5,8 @@
  * timer never runs before its rounded deadline; a repeating timer's next
  * deadline rounds up the same way.  Ticks 7, 10 and 1000. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define NT 40
 
@@ -20,19 +16,11 @@ struct item {
   int runs;
 };
 
-static uv_loop_t loop;
-static int close_cb_called;
 static struct item items[NT];
 static uint64_t tick;
 static uint64_t phase;
 static int have_phase;
 static int repeats_left;
-
-
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  (void) w;
-  close_cb_called++;
-}
 
 
 /* Records the rounded deadline of a timer just started with `timeout` and
@@ -70,7 +58,6 @@ static void one_shot_cb(uvtw_timer_t* timer) {
 /* The repeating timer is checked from a uv_check_t after its pass, so that
  * the test does not depend on when, around the callback, the wheel
  * re-arms it. */
-static uv_check_t check;
 static struct item* rep_item;
 static uint64_t rep_fired_now;
 
@@ -87,11 +74,10 @@ static void repeat_cb(uvtw_timer_t* timer) {
 }
 
 
-static void check_cb(uv_check_t* handle) {
+static void in_check(void) {
   uint64_t due;
   uint64_t now;
 
-  (void) handle;
   if (rep_item == NULL || !uvtw_timer_is_active(&rep_item->t))
     return;
   /* Re-armed at dispatch time + 13, rounded up. */
@@ -114,7 +100,6 @@ static void run_tick(uint64_t tick_ms, int fire) {
     1 << 20, (uint64_t) 1 << 33, ((uint64_t) 1 << 48) - 1
   };
   uvtw_options_t opts;
-  uvtw_wheel_t* wheel;
   int n;
   int i;
   int round;
@@ -125,7 +110,8 @@ static void run_tick(uint64_t tick_ms, int fire) {
   have_phase = 0;
   uvtw_options_init(&opts);
   opts.tick_ms = tick_ms;
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, &opts, &wheel));
+  setup_opts(&opts);
+  on_check = in_check;
   for (i = 0; i < NT; i++) {
     ASSERT_EQ(0, uvtw_timer_init(wheel, &items[i].t));
     items[i].t.data = &items[i];
@@ -163,24 +149,39 @@ static void run_tick(uint64_t tick_ms, int fire) {
     ASSERT_EQ(6, items[0].runs);
   }
 
-  close_cb_called = 0;
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
+  teardown();
 }
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
+static void tick_10(void) {
   run_tick(10, 1);
+}
+
+
+static void tick_7(void) {
   run_tick(7, 1);
+}
+
+
+static void tick_2(void) {
   run_tick(2, 1);
+}
+
+
+/* Started and stopped only: a 1 s tick would make the runs slow. */
+static void tick_1000(void) {
   run_tick(1000, 0);
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(tick_10),
+  TEST_CASE(tick_7),
+  TEST_CASE(tick_2),
+  TEST_CASE(tick_1000),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

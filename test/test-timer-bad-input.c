@@ -10,6 +10,7 @@
 
 #include <uv.h>
 
+#include "test-cases.h"
 #include "test.h"
 #include "uvtw.h"
 
@@ -69,6 +70,7 @@ static void options(void) {
   static const uint64_t good_ticks[] = { 1, 2, 999, 1000 };
   size_t i;
 
+  ASSERT_UV_OK(uv_loop_init(&loop));
   memset(&opts, 0x5a, sizeof(opts));
   uvtw_options_init(&opts);
   ASSERT_UEQ(1, opts.tick_ms);
@@ -111,6 +113,7 @@ static void options(void) {
   ASSERT_UEQ(12345, uvtw_timer_get_due_in(&t));
   ASSERT_EQ(0, uvtw_timer_stop(&t));
   close_and_drain(wheel);
+  ASSERT_EQ(0, uv_loop_close(&loop));
 }
 
 
@@ -119,6 +122,7 @@ static void timers(void) {
   uvtw_timer_t t;
   uvtw_timer_t t2;
 
+  ASSERT_UV_OK(uv_loop_init(&loop));
   ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
   ASSERT_EQ(UV_EINVAL, uvtw_timer_init(NULL, &t));
   ASSERT_EQ(UV_EINVAL, uvtw_timer_init(wheel, NULL));
@@ -178,13 +182,16 @@ static void timers(void) {
   ASSERT_EQ(0, uvtw_wheel_close(wheel, NULL));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(0, handles_on_loop());
+  ASSERT_EQ(0, uv_loop_close(&loop));
 }
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  options();
-  timers();
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+static const test_case_t cases[] = {
+  TEST_CASE(options),
+  TEST_CASE(timers),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -11,6 +11,7 @@
 
 #include <uv.h>
 
+#include "test-cases.h"
 #include "test.h"
 #include "uvtw.h"
 
@@ -123,12 +124,51 @@ static void scenario(int from, int null_cb, int with_closer) {
 }
 
 
-int main(void) {
-  scenario(0, 0, 0);  /* the first due one-shot closes */
-  scenario(1, 0, 0);  /* the second: t[0] ran before it */
-  scenario(3, 0, 0);  /* the repeating one, in its own callback */
-  scenario(0, 1, 0);  /* NULL close callback */
-  scenario(-1, 0, 1); /* a uv_timer_t in the same pass, before the driver */
+/* The first due one-shot closes. */
+static void first_one_shot_closes(void) {
+  scenario(0, 0, 0);
+}
+
+
+/* The second: t[0] ran before it. */
+static void second_one_shot_closes(void) {
+  scenario(1, 0, 0);
+}
+
+
+/* The repeating one, in its own callback. */
+static void repeating_closes(void) {
+  scenario(3, 0, 0);
+}
+
+
+/* A NULL close callback. */
+static void null_close_cb(void) {
+  scenario(0, 1, 0);
+}
+
+
+/* A uv_timer_t in the same pass, before the driver. */
+static void uv_timer_closes(void) {
+  scenario(-1, 0, 1);
+}
+
+
+static void uv_timer_closes_null_cb(void) {
   scenario(-1, 1, 1);
-  return 0;
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(first_one_shot_closes),
+  TEST_CASE(second_one_shot_closes),
+  TEST_CASE(repeating_closes),
+  TEST_CASE(null_close_cb),
+  TEST_CASE(uv_timer_closes),
+  TEST_CASE(uv_timer_closes_null_cb),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

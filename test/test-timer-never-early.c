@@ -15,13 +15,10 @@
  * loop alive) holds on the libuv this runs with, so a failure on the uvtw
  * side is uvtw's. */
 
-#include <stdint.h>
 #include <stdlib.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define NTIMERS 3000
 #define RUN_MS 2000
@@ -38,15 +35,11 @@ struct item {
   int runs;
 };
 
-static uv_loop_t loop;
-static uv_check_t check;
-static int64_t iteration;
 static int64_t pass_iteration = -1;
 static uint64_t pass_now;     /* uv_now seen by the first callback of a pass */
 static uint64_t end_time;
 static int stopping;
 static uint64_t total_runs[2];
-static int close_cb_called;
 static struct item items[2][NTIMERS];
 static uint64_t rngs[2] = { 88172645463325252ull, 0x9e3779b97f4a7c15ull };
 
@@ -186,12 +179,10 @@ static void uv_cb(uv_timer_t* handle) {
 }
 
 
-static void check_cb(uv_check_t* handle) {
+static void in_check(void) {
   int side;
   int i;
 
-  (void) handle;
-  iteration++;
   if (stopping || uv_now(&loop) < end_time)
     return;
   /* Stop the repeating timers; let the one-shots run out. */
@@ -203,22 +194,16 @@ static void check_cb(uv_check_t* handle) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  (void) w;
-  close_cb_called++;
-}
-
-
 static void run(uint64_t tick_ms) {
   uvtw_options_t opts;
-  uvtw_wheel_t* wheel;
   struct item* it;
   int side;
   int i;
 
   uvtw_options_init(&opts);
   opts.tick_ms = tick_ms;
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, &opts, &wheel));
+  setup_opts(&opts);
+  on_check = in_check;
   stopping = 0;
   pass_iteration = -1;
   for (side = 0; side < 2; side++) {
@@ -230,6 +215,7 @@ static void run(uint64_t tick_ms) {
         ASSERT_EQ(0, uvtw_timer_init(wheel, &it->t));
         it->t.data = it;
       } else {
+        add_uv_timer(&it->u);
         it->u.data = it;
       }
       it->starts = 0;
@@ -253,30 +239,26 @@ static void run(uint64_t tick_ms) {
       ASSERT_EQ(0, items[side][i].starts); /* every one-shot start ran */
     }
   }
-  close_cb_called = 0;
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
+  teardown();
 }
 
 
-int main(void) {
-  int i;
-
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
-  for (i = 0; i < NTIMERS; i++)
-    ASSERT_UV_OK(uv_timer_init(&loop, &items[UV_SIDE][i].u));
-
+static void tick_1(void) {
   run(1);
-  run(7);
+}
 
-  for (i = 0; i < NTIMERS; i++)
-    uv_close((uv_handle_t*) &items[UV_SIDE][i].u, NULL);
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+
+static void tick_7(void) {
+  run(7);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(tick_1),
+  TEST_CASE(tick_7),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -15,26 +15,19 @@
  *                   three ran;
  *   backend         after a pass that left work due now, the loop's
  *                   uv_backend_timeout() is 0, as with a uv_timer_t twin.
- * Each runs with the driver as this libuv needs it, and then with the path
- * for libuv before 1.48 forced (the rearm prepare handle): on libuv 1.48 and
- * later that path meets the loop order of 1.45 to 1.47, where uv_run checks
- * liveness right after its timers phase. */
+ * Each runs with the driver as this libuv needs it (case <name>_default),
+ * and then with the path for libuv before 1.48 forced (the rearm prepare
+ * handle: case <name>_prepare): on libuv 1.48 and later that path meets
+ * the loop order of 1.45 to 1.47, where uv_run checks liveness right after
+ * its timers phase. */
 
 #include <stdatomic.h>
-#include <stdint.h>
-
-#include <uv.h>
 
 #include "internal.h"
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
-static int64_t iteration; /* incremented at the end of every iteration */
 static int force_prepare;
-static int close_cb_called;
 
 static uvtw_timer_t a;
 static uvtw_timer_t b;
@@ -50,32 +43,19 @@ static int ub_fired;
 static int ub_unref;
 
 
-static void check_cb(uv_check_t* handle) {
-  (void) handle;
-  iteration++;
-}
-
-
-static void new_wheel(void) {
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
+/* Runs one scenario on a loop and wheel of its own, with the driver as
+ * this libuv needs it (prepare 0) or with the prepare path forced. */
+static void run_scenario(void (*scenario)(void), int prepare) {
+  force_prepare = prepare;
+  setup();
   if (force_prepare)
     wheel->rearm_in_cb = 0;
   ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
-}
-
-
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
-static void close_wheel(void) {
-  close_cb_called = 0;
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
+  add_uv_timer(&ua);
+  add_uv_timer(&ub);
+  scenario();
+  teardown();
 }
 
 
@@ -260,34 +240,70 @@ static void backend(void) {
 }
 
 
-static void run_all(void) {
-  new_wheel();
-  issue_program();
-  chain();
-  unref();
-  tasks();
-  backend();
-  close_wheel();
+static void issue_program_default(void) {
+  run_scenario(issue_program, 0);
 }
 
 
-int main(void) {
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
-  ASSERT_UV_OK(uv_timer_init(&loop, &ua));
-  ASSERT_UV_OK(uv_timer_init(&loop, &ub));
+static void chain_default(void) {
+  run_scenario(chain, 0);
+}
 
-  force_prepare = 0;
-  run_all();
-  force_prepare = 1;
-  run_all();
 
-  uv_close((uv_handle_t*) &ua, NULL);
-  uv_close((uv_handle_t*) &ub, NULL);
-  uv_close((uv_handle_t*) &check, NULL);
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+static void unref_default(void) {
+  run_scenario(unref, 0);
+}
+
+
+static void tasks_default(void) {
+  run_scenario(tasks, 0);
+}
+
+
+static void backend_default(void) {
+  run_scenario(backend, 0);
+}
+
+
+static void issue_program_prepare(void) {
+  run_scenario(issue_program, 1);
+}
+
+
+static void chain_prepare(void) {
+  run_scenario(chain, 1);
+}
+
+
+static void unref_prepare(void) {
+  run_scenario(unref, 1);
+}
+
+
+static void tasks_prepare(void) {
+  run_scenario(tasks, 1);
+}
+
+
+static void backend_prepare(void) {
+  run_scenario(backend, 1);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(issue_program_default),
+  TEST_CASE(chain_default),
+  TEST_CASE(unref_default),
+  TEST_CASE(tasks_default),
+  TEST_CASE(backend_default),
+  TEST_CASE(issue_program_prepare),
+  TEST_CASE(chain_prepare),
+  TEST_CASE(unref_prepare),
+  TEST_CASE(tasks_prepare),
+  TEST_CASE(backend_prepare),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -12,8 +12,8 @@
 #include <uv.h>
 
 #include "core.h"
-#include "test.h"
-#include "uvtw.h"
+#include "test-cases.h"
+#include "timer-harness.h"
 
 #define N 100000
 
@@ -106,41 +106,53 @@ static void fire_cb(uvtw_timer_t* timer) {
 
 /* Through libuv: after sleeping sleep_ms with the loop idle (the wheel's
  * now then lags the loop's), N timers at U[1, 1000] ms. */
-static void on_loop(uv_loop_t* loop, uvtw_wheel_t* wheel, int sleep_ms) {
+static void on_loop(int sleep_ms) {
   uvtw_stats_t before;
   uvtw_stats_t after;
   int i;
 
+  setup();
+  for (i = 0; i < N; i++)
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &timers[i]));
   uv_sleep(sleep_ms);
-  uv_update_time(loop);
+  uv_update_time(&loop);
   uvtw_wheel_stats(wheel, &before);
   fired = 0;
   for (i = 0; i < N; i++)
     ASSERT_EQ(0, uvtw_timer_start(&timers[i], fire_cb,
                                   1 + next_random() % 1000, 0));
-  ASSERT_EQ(0, uv_run(loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   uvtw_wheel_stats(wheel, &after);
   ASSERT_UEQ(N, fired);
   ASSERT_UEQ(0, after.cascades - before.cascades);
+  teardown();
 }
 
 
-int main(void) {
-  uvtw_wheel_t* wheel;
-  uv_loop_t loop;
-  int i;
+static void on_loop_now(void) {
+  on_loop(0);
+}
 
-  on_core();
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  for (i = 0; i < N; i++)
-    ASSERT_EQ(0, uvtw_timer_init(wheel, &timers[i]));
-  on_loop(&loop, wheel, 0);
-  on_loop(&loop, wheel, 333);
-  on_loop(&loop, wheel, 1500);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, NULL));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(0, uv_loop_close(&loop));
-  return 0;
+/* After the loop slept 333 ms. */
+static void on_loop_after_333(void) {
+  on_loop(333);
+}
+
+
+static void on_loop_after_1500(void) {
+  on_loop(1500);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(on_core),
+  TEST_CASE(on_loop_now),
+  TEST_CASE(on_loop_after_333),
+  TEST_CASE(on_loop_after_1500),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

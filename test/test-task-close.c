@@ -713,7 +713,6 @@ static void two_wheels(void) {
 }
 
 
-
 static void own_run_cancel_first(void) {
   own_run(0, 0);
 }

@@ -772,7 +772,6 @@ static void liveness(void) {
 }
 
 
-
 static const test_case_t cases[] = {
   TEST_CASE(bad_input),
   TEST_CASE(max_tasks),

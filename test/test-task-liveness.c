@@ -207,7 +207,6 @@ static void cancel_race(void) {
 }
 
 
-
 static const test_case_t cases[] = {
   TEST_CASE(before_run),
   TEST_CASE(from_callback),

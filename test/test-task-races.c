@@ -904,7 +904,6 @@ static void stale_ids(void) {
 }
 
 
-
 static const test_case_t cases[] = {
   TEST_CASE(same_pass),
   TEST_CASE(id_zero),

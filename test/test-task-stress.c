@@ -583,7 +583,6 @@ static void run_round(int closing) {
 }
 
 
-
 static void drain_round(void) {
   run_round(0);
 }

@@ -542,7 +542,6 @@ static void coarse_tick(void) {
 }
 
 
-
 /* The loop is blocked for 200 ms by a callback while the tasks, 250 ms
  * away, are submitted: they come due after the block. */
 static void blocked_until_due(void) {

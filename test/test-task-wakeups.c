@@ -184,7 +184,6 @@ static void scenario_concurrent(void) {
 }
 
 
-
 static const test_case_t cases[] = {
   TEST_CASE(scenario_blocked),
   TEST_CASE(scenario_concurrent),

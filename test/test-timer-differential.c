@@ -18,14 +18,10 @@
  *
  * Set UVTW_SEED in the environment to replay another seed. */
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "timer-harness.h"
 
 #define NPAIRS 3000
 #define RUN_MS 5000
@@ -46,15 +42,10 @@ struct side {
   uint64_t fired;
 };
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static uv_check_t check;
 static uv_timer_t keeper; /* keeps the loop alive until the end, whatever
                              the script does; fires no pair */
-static int64_t iteration;
 static uint64_t end_time;
 static int stopping;
-static int close_cb_called;
 static struct pair pairs[NPAIRS];
 static struct side sides[2];
 static uint64_t top_rng; /* drives the check's actions, applied to both */
@@ -231,15 +222,14 @@ static void compare_iteration(void) {
 }
 
 
-static void check_cb(uv_check_t* handle) {
+/* At the end of every iteration; `iteration` moves on right after. */
+static void in_check(void) {
   uint64_t s;
   int k;
   int side;
   int i;
 
-  (void) handle;
   compare_iteration();
-  iteration++;
   if (stopping)
     return;
 
@@ -273,12 +263,6 @@ static void keeper_cb(uv_timer_t* handle) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
 int main(void) {
   uint64_t seed;
   uint64_t s;
@@ -303,18 +287,15 @@ int main(void) {
   ASSERT_PTR_NE(NULL, sides[UV_SIDE].log);
   ASSERT_PTR_NE(NULL, sides[TW_SIDE].log);
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
-  ASSERT_UV_OK(uv_check_init(&loop, &check));
-  ASSERT_UV_OK(uv_check_start(&check, check_cb));
-  uv_unref((uv_handle_t*) &check);
+  setup();
+  on_check = in_check;
 
   /* Every pair starts before the loop runs, in the same order on both
    * sides (timeouts from 0). */
   s = seed ^ 0x1234567ull;
   for (i = 0; i < NPAIRS; i++) {
     pairs[i].idx = i;
-    ASSERT_UV_OK(uv_timer_init(&loop, &pairs[i].u));
+    add_uv_timer(&pairs[i].u);
     ASSERT_EQ(0, uvtw_timer_init(wheel, &pairs[i].w));
     pairs[i].u.data = &pairs[i];
     pairs[i].w.data = &pairs[i];
@@ -324,7 +305,7 @@ int main(void) {
     side_start(TW_SIDE, &pairs[i], timeout, repeat);
   }
 
-  ASSERT_UV_OK(uv_timer_init(&loop, &keeper));
+  add_uv_timer(&keeper);
   ASSERT_UV_OK(uv_timer_start(&keeper, keeper_cb, RUN_MS, RUN_MS));
   start = uv_hrtime();
   end_time = uv_now(&loop) + RUN_MS;
@@ -337,16 +318,9 @@ int main(void) {
           sides[TW_SIDE].fired, iteration, max_per_iteration,
           (uv_hrtime() - start) / 1000000);
 
-  for (i = 0; i < NPAIRS; i++) {
+  for (i = 0; i < NPAIRS; i++)
     ASSERT_EQ(0, uvtw_timer_is_active(&pairs[i].w));
-    uv_close((uv_handle_t*) &pairs[i].u, NULL);
-  }
-  uv_close((uv_handle_t*) &check, NULL);
-  uv_close((uv_handle_t*) &keeper, NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   free(sides[UV_SIDE].log);
   free(sides[TW_SIDE].log);
   return 0;

@@ -15,22 +15,14 @@
  *     uvtw timers have fired as uv_timer_t twins, and the call returns 0
  *     once all have fired. */
 
-#include <stdint.h>
-
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "timer-harness.h"
 
 #define MAX_CALLS 100
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
 static uvtw_timer_t t[2];
 static uv_timer_t u[2];
 static int t_fired[2];
 static int u_fired[2];
-static int close_cb_called;
 
 
 static void t_cb(uvtw_timer_t* timer) {
@@ -126,12 +118,6 @@ static void one_case(const uint64_t* timeouts, int n) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
 int main(void) {
   static const uint64_t singles[] = { 0, 1, 0, 1, 2, 5, 1, 0 };
   static const uint64_t pairs[][2] = { { 0, 1 }, { 1, 0 }, { 1, 1 },
@@ -139,11 +125,10 @@ int main(void) {
   size_t i;
   int k;
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
+  setup();
   for (i = 0; i < 2; i++) {
     ASSERT_EQ(0, uvtw_timer_init(wheel, &t[i]));
-    ASSERT_UV_OK(uv_timer_init(&loop, &u[i]));
+    add_uv_timer(&u[i]);
   }
 
   /* Before the loop has ever run, and then repeatedly. */
@@ -154,11 +139,6 @@ int main(void) {
       one_case(pairs[i], 2);
   }
 
-  uv_close((uv_handle_t*) &u[0], NULL);
-  uv_close((uv_handle_t*) &u[1], NULL);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   return 0;
 }

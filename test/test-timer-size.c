@@ -3,16 +3,11 @@
  * its public `void* data` field is the caller's, untouched by the wheel. */
 
 #include <stddef.h>
-#include <stdint.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "timer-harness.h"
 
 static int token;
 static int fired;
-static int close_cb_called;
 
 
 static void timer_cb(uvtw_timer_t* timer) {
@@ -21,33 +16,21 @@ static void timer_cb(uvtw_timer_t* timer) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  (void) w;
-  close_cb_called++;
-}
-
-
 int main(void) {
-  uv_loop_t loop;
-  uvtw_wheel_t* wheel;
   uvtw_timer_t t;
 
   ASSERT_ULE(sizeof(uvtw_timer_t), 64);
   ASSERT_ULE(sizeof(struct uvtw_timer_s), 64);
   ASSERT_ULT(sizeof(uvtw_timer_t), sizeof(uv_timer_t));
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
+  setup();
   ASSERT_EQ(0, uvtw_timer_init(wheel, &t));
   t.data = &token;
   ASSERT_EQ(0, uvtw_timer_start(&t, timer_cb, 1, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(1, fired);
   ASSERT_PTR_EQ(&token, t.data);
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
+  teardown(); /* closes the wheel */
   ASSERT_PTR_EQ(&token, t.data);
-  ASSERT_EQ(0, uv_loop_close(&loop));
   return 0;
 }

@@ -5,13 +5,9 @@
  * later, an earlier or a zero timeout, landing in any slot or level) or
  * stops it.  Restarted timers then carry their new deadline. */
 
-#include <stdint.h>
 #include <string.h>
 
-#include <uv.h>
-
-#include "test.h"
-#include "uvtw.h"
+#include "timer-harness.h"
 
 #define NT 2000
 
@@ -21,9 +17,6 @@ struct item {
   uint64_t timeout;
 };
 
-static uv_loop_t loop;
-static uvtw_wheel_t* wheel;
-static int close_cb_called;
 static struct item items[NT];
 static int walk_arg_token;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -44,12 +37,6 @@ static uint64_t next_rand(void) {
   rng ^= rng >> 7;
   rng ^= rng << 17;
   return rng;
-}
-
-
-static void never_cb(uvtw_timer_t* timer) {
-  (void) timer;
-  ASSERT(0 && "must not run");
 }
 
 
@@ -177,18 +164,11 @@ static void walk_with(void (*fn)(uvtw_timer_t*, void*)) {
 }
 
 
-static void wheel_close_cb(uvtw_wheel_t* w) {
-  ASSERT_PTR_EQ(w, wheel);
-  close_cb_called++;
-}
-
-
 int main(void) {
   int i;
   int k;
 
-  ASSERT_UV_OK(uv_loop_init(&loop));
-  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &wheel));
+  setup();
   for (i = 0; i < NT; i++) {
     ASSERT_EQ(0, uvtw_timer_init(wheel, &items[i].t));
     items[i].t.data = &items[i];
@@ -238,9 +218,6 @@ int main(void) {
     ASSERT_EQ(0, uvtw_timer_stop(&items[i].t));
   walk_with(count_fn);
 
-  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_EQ(1, close_cb_called);
-  ASSERT_EQ(0, uv_loop_close(&loop));
+  teardown();
   return 0;
 }

@@ -33,9 +33,9 @@ find_program(UVTW_VALGRIND valgrind)
 if(UVTW_VALGRIND AND NOT UVTW_SANITIZE)
   add_test(NAME valgrind-core-model
            COMMAND ${UVTW_VALGRIND} --error-exitcode=1 --leak-check=full
-                   --errors-for-leak-kinds=all $<TARGET_FILE:test-core-model>
-                   quick)
-  set_tests_properties(valgrind-core-model PROPERTIES TIMEOUT 600)
+                   --errors-for-leak-kinds=all $<TARGET_FILE:test-core-model>)
+  set_tests_properties(valgrind-core-model PROPERTIES
+      TIMEOUT 600 ENVIRONMENT "UVTW_MODEL_STEPS=2000")
 endif()
 
 # The installed tree works for a consumer, through find_package(uvtw) and

@@ -7,6 +7,7 @@
 
 #include "test.h"
 #include "core-harness.h"
+#include "test-cases.h"
 
 static uint64_t rng_state;
 
@@ -31,6 +32,20 @@ static uint64_t draw_prng(harness_t* h, uint64_t bound) {
 
 static harness_t harness;
 static uint64_t all_fired;
+static const uint64_t ticks[] = {1, 7, 100};
+static const uint64_t starts[] = {0, 123456789, (uint64_t) 1 << 52};
+
+
+/* Steps per run: UVTW_MODEL_STEPS, default 10,000 (the run under valgrind
+ * takes 2,000). */
+static int steps(void) {
+  const char* s;
+
+  s = getenv("UVTW_MODEL_STEPS");
+  if (s != NULL && atoi(s) > 0)
+    return atoi(s);
+  return 10000;
+}
 
 
 /* chunk != 0: the pre-cascade moves at most that many timers per step (and
@@ -63,7 +78,7 @@ static void run(uint64_t seed,
 
 /* Restarting a waiting timer later must not move it (the lazy re-arm);
  * earlier must. */
-static void test_lazy_rearm(void) {
+static void lazy_rearm(void) {
   uvtw__core_t core;
   uvtw_timer_t a;
   struct uvtw__link* prev;
@@ -96,7 +111,7 @@ static void test_lazy_rearm(void) {
 
 
 /* One pass over a gap of 2^40 ms (the whole wheel and more) fires all. */
-static void test_long_gap(void) {
+static void long_gap(void) {
   static uvtw_timer_t t[1000];
   uvtw__core_t core;
   uint64_t fired;
@@ -115,30 +130,49 @@ static void test_long_gap(void) {
 }
 
 
-/* argv[1] == "quick": fewer steps, for the run under valgrind. */
-int main(int argc, char** argv) {
-  static const uint64_t ticks[] = {1, 7, 100};
-  static const uint64_t starts[] = {0, 123456789, (uint64_t) 1 << 52};
+/* Seeds 1 to 4, every tick and start. */
+static void random_ops(void) {
   uint64_t seed;
-  int steps;
   int t;
   int s;
 
-  steps = argc > 1 && strcmp(argv[1], "quick") == 0 ? 2000 : 10000;
-  test_lazy_rearm();
-  test_long_gap();
+  all_fired = 0;
   for (seed = 1; seed <= 4; seed++)
     for (t = 0; t < 3; t++)
       for (s = 0; s < 3; s++)
-        run(seed * 1000 + t * 10 + s, ticks[t], starts[s], steps, 0);
-  /* The pre-cascade in steps of one and two timers. */
+        run(seed * 1000 + t * 10 + s, ticks[t], starts[s], steps(), 0);
+  /* The runs did exercise firing, many times per timer. */
+  ASSERT_UGE(all_fired, (uint64_t) steps() * 20);
+}
+
+
+/* The pre-cascade in steps of one and two timers. */
+static void pre_cascade(void) {
+  uint64_t seed;
+  int t;
+
   for (seed = 5; seed <= 6; seed++)
     for (t = 0; t < 3; t++)
-      run(seed * 1000 + t, ticks[t], starts[t], steps, (uint32_t) seed - 4);
-  /* Near the end of time: deadlines saturate at UINT64_MAX. */
-  run(99, 1, UINT64_MAX - ((uint64_t) 1 << 41), steps, 0);
-  run(98, 7, UINT64_MAX - 100000, steps / 4, 1);
-  /* The runs did exercise firing, many times per timer. */
-  ASSERT_UGE(all_fired, (uint64_t) steps * 20);
-  return 0;
+      run(seed * 1000 + t, ticks[t], starts[t], steps(), (uint32_t) seed - 4);
+}
+
+
+/* Near the end of time: deadlines saturate at UINT64_MAX. */
+static void end_of_time(void) {
+  run(99, 1, UINT64_MAX - ((uint64_t) 1 << 41), steps(), 0);
+  run(98, 7, UINT64_MAX - 100000, steps() / 4, 1);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(lazy_rearm),
+  TEST_CASE(long_gap),
+  TEST_CASE(random_ops),
+  TEST_CASE(pre_cascade),
+  TEST_CASE(end_of_time),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -13,10 +13,10 @@
  *   add_uv_timer(u)    uv_timer_init(u) on the loop; teardown closes it
  *   close_at_teardown(h)  any other handle the case made, closed likewise
  *   teardown()         closes the handles of add_uv_timer and
- *                      close_at_teardown, the check handle and every wheel of setup and add_wheel, runs
- *                      the loop until they are closed, checks that each
- *                      wheel's close callback ran exactly once, and that
- *                      uv_loop_close() returns 0
+ *                      close_at_teardown, the check handle and every wheel
+ *                      of setup and add_wheel, runs the loop until they
+ *                      are closed, checks that each wheel's close callback
+ *                      ran exactly once, and that uv_loop_close() returns 0
  *
  * `iteration` counts the loop iterations that have ended: a check handle
  * (unref'd, so that it keeps nothing alive) increments it in every check

@@ -4,6 +4,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -73,6 +74,80 @@ void opt_range(const char* name,
     *dash = '\0';
   *lo = opt_number(name, buf, 0, max);
   *hi = dash != NULL ? opt_number(name, dash + 1, *lo, max) : *lo;
+}
+
+
+/* getopt_long's value for specs[i]: above every char, so no short option
+ * can collide; HELP_VAL for --help. */
+#define SPEC_VAL(i) (256 + (i))
+#define HELP_VAL 255
+
+
+static void apply_option(const opt_spec_t* o, const char* arg) {
+  switch (o->kind) {
+  case OPT_FLAG:
+    *(int*) o->target = 1;
+    break;
+  case OPT_STRING:
+    *(const char**) o->target = arg;
+    break;
+  case OPT_INT:
+    *(int*) o->target = (int) opt_number(o->name, arg, o->min, o->max);
+    break;
+  case OPT_UINT:
+    *(unsigned*) o->target =
+        (unsigned) opt_number(o->name, arg, o->min, o->max);
+    break;
+  case OPT_U64:
+    *(uint64_t*) o->target = opt_number(o->name, arg, o->min, o->max);
+    break;
+  case OPT_RANGE:
+    opt_range(o->name, arg, o->max, o->target, o->target2);
+    break;
+  case OPT_CALL:
+    o->call(arg);
+    break;
+  }
+}
+
+
+void parse_options(int argc,
+                   char** argv,
+                   const opt_spec_t* specs,
+                   void (*usage)(FILE* f)) {
+  struct option* longopts;
+  size_t n;
+  size_t i;
+  int ch;
+
+  for (n = 0; specs[n].name != NULL; n++)
+    ;
+  longopts = xmalloc((n + 2) * sizeof(*longopts));
+  for (i = 0; i < n; i++) {
+    longopts[i].name = specs[i].name;
+    longopts[i].has_arg =
+        specs[i].kind == OPT_FLAG ? no_argument : required_argument;
+    longopts[i].flag = NULL;
+    longopts[i].val = SPEC_VAL((int) i);
+  }
+  longopts[n] = (struct option){"help", no_argument, NULL, HELP_VAL};
+  longopts[n + 1] = (struct option){NULL, 0, NULL, 0};
+  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    if (ch == HELP_VAL) {
+      usage(stdout);
+      exit(0);
+    }
+    if (ch < SPEC_VAL(0) || ch >= SPEC_VAL((int) n)) {
+      usage(stderr);
+      exit(2);
+    }
+    apply_option(&specs[ch - SPEC_VAL(0)], optarg);
+  }
+  free(longopts);
+  if (optind < argc) {
+    usage(stderr);
+    exit(2);
+  }
 }
 
 

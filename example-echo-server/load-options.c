@@ -3,9 +3,6 @@
 
 #include "load.h"
 
-#include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,37 +44,67 @@ void usage(FILE* f) {
 }
 
 
-void parse_args(int argc, char** argv) {
-  static const struct option opts[] = {
-      {"host", required_argument, NULL, 'h'},
-      {"port", required_argument, NULL, 'p'},
-      {"mode", required_argument, NULL, 'm'},
-      {"conns", required_argument, NULL, 'c'},
-      {"idle-share", required_argument, NULL, 's'},
-      {"duration-ms", required_argument, NULL, 'd'},
-      {"interval-ms", required_argument, NULL, 'i'},
-      {"line-size", required_argument, NULL, 'l'},
-      {"max-msgs", required_argument, NULL, 'M'},
-      {"idle-ms", required_argument, NULL, 'I'},
-      {"heartbeat-ms", required_argument, NULL, 'H'},
-      {"slack-ms", required_argument, NULL, 'S'},
-      {"work-ms", required_argument, NULL, 'w'},
-      {"deadline-ms", required_argument, NULL, 'D'},
-      {"inflight", required_argument, NULL, 'n'},
-      {"margin-ms", required_argument, NULL, 'g'},
-      {"allow-shutdown", no_argument, NULL, 'A'},
-      {"no-reconnect", no_argument, NULL, 'R'},
-      {"seed", required_argument, NULL, 'e'},
-      {"quiet", no_argument, NULL, 'q'},
-      {"line-timeout-ms", required_argument, NULL, 'T'},
-      {"noread-stats", no_argument, NULL, 'N'},
-      {"help", no_argument, NULL, 'x'},
-      {NULL, 0, NULL, 0}};
-  int port_set = 0;
+static void set_mode(const char* arg) {
+  static const struct {
+    const char* name;
+    mode_t_ mode;
+  } modes[] = {{"active", MODE_ACTIVE}, {"idle", MODE_IDLE},
+               {"mixed", MODE_MIXED},   {"rpc", MODE_RPC},
+               {"slowloris", MODE_SLOWLORIS}, {"noread", MODE_NOREAD}};
+  size_t i;
+
+  for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+    if (strcmp(arg, modes[i].name) == 0) {
+      g.mode = modes[i].mode;
+      return;
+    }
+  }
+  fprintf(stderr,
+          "echo-load: --mode is active, idle, mixed, rpc, "
+          "slowloris or noread\n");
+  exit(2);
+}
+
+
+static void set_idle_share(const char* arg) {
   char* end;
-  int ch;
+
+  g.idle_share = strtod(arg, &end);
+  if (*end != '\0' || !(g.idle_share >= 0 && g.idle_share <= 1)) {
+    fprintf(stderr, "echo-load: --idle-share is in 0..1\n");
+    exit(2);
+  }
+}
+
+
+void parse_args(int argc, char** argv) {
+  static const opt_spec_t specs[] = {
+      OPTION_STRING("host", &g.host),
+      OPTION_INT("port", &g.port, 1, 65535),
+      OPTION_CALL("mode", set_mode),
+      OPTION_INT("conns", &g.nconns, 1, MAX_CONNS),
+      OPTION_CALL("idle-share", set_idle_share),
+      OPTION_U64("duration-ms", &g.duration_ms, 1, MAX_DURATION_MS),
+      OPTION_U64("interval-ms", &g.interval_ms, 1, 3600000),
+      OPTION_INT("line-size", &g.line_size, 24, 4096),
+      OPTION_U64("max-msgs", &g.max_msgs, 0, 100000000),
+      OPTION_U64("idle-ms", &g.idle_ms, 1, 86400000),
+      OPTION_U64("heartbeat-ms", &g.heartbeat_ms, 1, 86400000),
+      OPTION_U64("slack-ms", &g.slack_ms, 0, 600000),
+      OPTION_RANGE("work-ms", &g.work_min, &g.work_max, 3600000),
+      OPTION_RANGE("deadline-ms", &g.deadline_min, &g.deadline_max, 3600000),
+      OPTION_UINT("inflight", &g.inflight, 1, 1000),
+      OPTION_U64("margin-ms", &g.margin_ms, 0, 600000),
+      OPTION_FLAG("allow-shutdown", &g.allow_shutdown),
+      OPTION_FLAG("no-reconnect", &g.no_reconnect),
+      OPTION_U64("seed", &g.seed, 0, UINT64_MAX),
+      OPTION_FLAG("quiet", &g.quiet),
+      OPTION_U64("line-timeout-ms", &g.line_timeout_ms, 1, 86400000),
+      OPTION_FLAG("noread-stats", &g.noread_stats),
+      OPTION_END};
 
   g.host = "127.0.0.1";
+  g.port = 0; /* required: --port is at least 1 */
   g.nconns = 10;
   g.mode = MODE_ACTIVE;
   g.idle_share = 0.5;
@@ -96,106 +123,8 @@ void parse_args(int argc, char** argv) {
   g.seed = 1;
   g.line_timeout_ms = 10000;
 
-  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'h':
-      g.host = optarg;
-      break;
-    case 'p':
-      g.port = (int) opt_number("port", optarg, 1, 65535);
-      port_set = 1;
-      break;
-    case 'm':
-      if (strcmp(optarg, "active") == 0)
-        g.mode = MODE_ACTIVE;
-      else if (strcmp(optarg, "idle") == 0)
-        g.mode = MODE_IDLE;
-      else if (strcmp(optarg, "mixed") == 0)
-        g.mode = MODE_MIXED;
-      else if (strcmp(optarg, "rpc") == 0)
-        g.mode = MODE_RPC;
-      else if (strcmp(optarg, "slowloris") == 0)
-        g.mode = MODE_SLOWLORIS;
-      else if (strcmp(optarg, "noread") == 0)
-        g.mode = MODE_NOREAD;
-      else {
-        fprintf(stderr,
-                "echo-load: --mode is active, idle, mixed, rpc, "
-                "slowloris or noread\n");
-        exit(2);
-      }
-      break;
-    case 'c':
-      g.nconns = (int) opt_number("conns", optarg, 1, MAX_CONNS);
-      break;
-    case 's':
-      g.idle_share = strtod(optarg, &end);
-      if (*end != '\0' || !(g.idle_share >= 0 && g.idle_share <= 1)) {
-        fprintf(stderr, "echo-load: --idle-share is in 0..1\n");
-        exit(2);
-      }
-      break;
-    case 'd':
-      g.duration_ms = opt_number("duration-ms", optarg, 1, MAX_DURATION_MS);
-      break;
-    case 'i':
-      g.interval_ms = opt_number("interval-ms", optarg, 1, 3600000);
-      break;
-    case 'l':
-      g.line_size = (int) opt_number("line-size", optarg, 24, 4096);
-      break;
-    case 'M':
-      g.max_msgs = opt_number("max-msgs", optarg, 0, 100000000);
-      break;
-    case 'I':
-      g.idle_ms = opt_number("idle-ms", optarg, 1, 86400000);
-      break;
-    case 'H':
-      g.heartbeat_ms = opt_number("heartbeat-ms", optarg, 1, 86400000);
-      break;
-    case 'S':
-      g.slack_ms = opt_number("slack-ms", optarg, 0, 600000);
-      break;
-    case 'w':
-      opt_range("work-ms", optarg, 3600000, &g.work_min, &g.work_max);
-      break;
-    case 'D':
-      opt_range("deadline-ms", optarg, 3600000, &g.deadline_min,
-                &g.deadline_max);
-      break;
-    case 'n':
-      g.inflight = (unsigned) opt_number("inflight", optarg, 1, 1000);
-      break;
-    case 'g':
-      g.margin_ms = opt_number("margin-ms", optarg, 0, 600000);
-      break;
-    case 'A':
-      g.allow_shutdown = 1;
-      break;
-    case 'R':
-      g.no_reconnect = 1;
-      break;
-    case 'e':
-      g.seed = opt_number("seed", optarg, 0, UINT64_MAX);
-      break;
-    case 'T':
-      g.line_timeout_ms = opt_number("line-timeout-ms", optarg, 1, 86400000);
-      break;
-    case 'N':
-      g.noread_stats = 1;
-      break;
-    case 'q':
-      g.quiet = 1;
-      break;
-    case 'x':
-      usage(stdout);
-      exit(0);
-    default:
-      usage(stderr);
-      exit(2);
-    }
-  }
-  if (!port_set || optind < argc) {
+  parse_options(argc, argv, specs, usage);
+  if (g.port == 0) {
     usage(stderr);
     exit(2);
   }

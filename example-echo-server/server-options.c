@@ -3,9 +3,6 @@
 
 #include "server.h"
 
-#include <errno.h>
-#include <getopt.h>
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,28 +39,39 @@ void usage(FILE* f) {
 }
 
 
+static void set_timers(const char* arg) {
+  if (strcmp(arg, "wheel") == 0) {
+    opt.kind = XBACKEND_WHEEL;
+  } else if (strcmp(arg, "uv") == 0) {
+    opt.kind = XBACKEND_UV;
+  } else {
+    fprintf(stderr, "uvtw-echo-server: --timers is wheel or uv\n");
+    exit(2);
+  }
+}
+
+
 void parse_args(int argc, char** argv) {
-  static const struct option opts[] = {
-      {"host", required_argument, NULL, 'h'},
-      {"port", required_argument, NULL, 'p'},
-      {"timers", required_argument, NULL, 't'},
-      {"heartbeat-ms", required_argument, NULL, 'H'},
-      {"idle-ms", required_argument, NULL, 'I'},
-      {"stats-ms", required_argument, NULL, 'S'},
-      {"max-conns", required_argument, NULL, 'C'},
-      {"max-line", required_argument, NULL, 'L'},
-      {"max-reqs", required_argument, NULL, 'R'},
-      {"max-work-ms", required_argument, NULL, 'W'},
-      {"max-deadline-ms", required_argument, NULL, 'D'},
-      {"threads", required_argument, NULL, 'T'},
-      {"line-timeout-ms", required_argument, NULL, 'l'},
-      {"max-output-bytes", required_argument, NULL, 'O'},
-      {"max-work-inflight", required_argument, NULL, 'w'},
-      {"drain-ms", required_argument, NULL, 'd'},
-      {"loops", required_argument, NULL, 'n'},
-      {"help", no_argument, NULL, 'x'},
-      {NULL, 0, NULL, 0}};
-  int ch;
+  static const opt_spec_t specs[] = {
+      OPTION_STRING("host", &opt.host),
+      OPTION_INT("port", &opt.port, 0, 65535),
+      OPTION_CALL("timers", set_timers),
+      OPTION_U64("heartbeat-ms", &opt.heartbeat_ms, 1, 86400000),
+      OPTION_U64("idle-ms", &opt.idle_ms, 1, 86400000),
+      OPTION_U64("stats-ms", &opt.stats_ms, 0, 86400000),
+      OPTION_U64("max-conns", &opt.max_conns, 0, 1000000),
+      OPTION_U64("max-line", &opt.max_line, 1, 1 << 20),
+      OPTION_U64("max-reqs", &opt.max_reqs, 0, 1000000),
+      OPTION_U64("max-work-ms", &opt.max_work_ms, 0, 86400000),
+      OPTION_U64("max-deadline-ms", &opt.max_deadline_ms, 0, 86400000),
+      OPTION_UINT("threads", &opt.threads, 1, 1024),
+      OPTION_U64("line-timeout-ms", &opt.line_timeout_ms, 1, 86400000),
+      OPTION_U64("max-output-bytes", &opt.max_output_bytes, 4096,
+                 UINT64_C(1) << 40),
+      OPTION_U64("max-work-inflight", &opt.max_work_inflight, 1, 1000000),
+      OPTION_U64("drain-ms", &opt.drain_ms, 0, 86400000),
+      OPTION_UINT("loops", &opt.loops, 0, MAX_LOOPS),
+      OPTION_END};
 
   opt.host = "127.0.0.1";
   opt.port = 7000;
@@ -83,85 +91,7 @@ void parse_args(int argc, char** argv) {
   opt.drain_ms = 5000;
   opt.loops = 1;
 
-  while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (ch) {
-    case 'h':
-      opt.host = optarg;
-      break;
-    case 'p':
-      opt.port = (int) opt_number("port", optarg, 0, 65535);
-      break;
-    case 't':
-      if (strcmp(optarg, "wheel") == 0) {
-        opt.kind = XBACKEND_WHEEL;
-        opt.line_timeout_ms = 10000;
-        opt.max_output_bytes = 64 << 20;
-        opt.max_work_inflight = 0;
-        opt.drain_ms = 5000;
-        opt.loops = 1;
-      } else if (strcmp(optarg, "uv") == 0) {
-        opt.kind = XBACKEND_UV;
-      } else {
-        fprintf(stderr, "uvtw-echo-server: --timers is wheel or uv\n");
-        exit(2);
-      }
-      break;
-    case 'H':
-      opt.heartbeat_ms = opt_number("heartbeat-ms", optarg, 1, 86400000);
-      break;
-    case 'I':
-      opt.idle_ms = opt_number("idle-ms", optarg, 1, 86400000);
-      break;
-    case 'S':
-      opt.stats_ms = opt_number("stats-ms", optarg, 0, 86400000);
-      break;
-    case 'C':
-      opt.max_conns = opt_number("max-conns", optarg, 0, 1000000);
-      break;
-    case 'L':
-      opt.max_line = opt_number("max-line", optarg, 1, 1 << 20);
-      break;
-    case 'R':
-      opt.max_reqs = opt_number("max-reqs", optarg, 0, 1000000);
-      break;
-    case 'W':
-      opt.max_work_ms = opt_number("max-work-ms", optarg, 0, 86400000);
-      break;
-    case 'D':
-      opt.max_deadline_ms = opt_number("max-deadline-ms", optarg, 0, 86400000);
-      break;
-    case 'T':
-      opt.threads = (unsigned) opt_number("threads", optarg, 1, 1024);
-      break;
-    case 'l':
-      opt.line_timeout_ms = opt_number("line-timeout-ms", optarg, 1, 86400000);
-      break;
-    case 'O':
-      opt.max_output_bytes =
-          opt_number("max-output-bytes", optarg, 4096, UINT64_C(1) << 40);
-      break;
-    case 'w':
-      opt.max_work_inflight =
-          opt_number("max-work-inflight", optarg, 1, 1000000);
-      break;
-    case 'd':
-      opt.drain_ms = opt_number("drain-ms", optarg, 0, 86400000);
-      break;
-    case 'n':
-      opt.loops = (unsigned) opt_number("loops", optarg, 0, MAX_LOOPS);
-      break;
-    case 'x':
-      usage(stdout);
-      exit(0);
-    default:
-      usage(stderr);
-      exit(2);
-    }
-  }
-  if (optind < argc) {
-    usage(stderr);
-    exit(2);
-  }
+  parse_options(argc, argv, specs, usage);
   if (opt.max_work_inflight == 0)
     opt.max_work_inflight = 2 * (uint64_t) opt.threads;
   if (opt.loops == 0) {

@@ -69,11 +69,35 @@ static int req_in_time(req_t* r) {
 }
 
 
-static void req_work_done(xwork_t* w, int status) {
-  req_t* r = w->data;
+/* Answers the request r, still attached to its connection: OK if its work
+ * finished by the deadline, else TIMEOUT (and then, if cancel_late, its
+ * work need not run if it has not started: the late result would be
+ * dropped).  Counts the answer, detaches r and closes its deadline timer,
+ * which may free r.  Both ends of a request come here: whichever of its
+ * work and its deadline the loop sees first. */
+static void req_answer(req_t* r, int cancel_late) {
   loop_t* lp = r->lp;
   conn_t* c = r->conn;
   char buf[REQ_ID_MAX + 16];
+
+  if (req_in_time(r)) {
+    snprintf(buf, sizeof(buf), "OK %s", r->id);
+    counter_add(&lp->stat.req_ok, 1);
+  } else {
+    snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
+    counter_add(&lp->stat.req_timeout, 1);
+    if (cancel_late)
+      xwork_cancel(&r->work);
+  }
+  req_detach(r);
+  conn_reply(c, buf);
+  xtimer_close(&r->deadline, req_deadline_closed);
+}
+
+
+static void req_work_done(xwork_t* w, int status) {
+  req_t* r = w->data;
+  loop_t* lp = r->lp;
 
   /* Queued or running until now: its place under --max-work-inflight is
    * free again. */
@@ -83,19 +107,11 @@ static void req_work_done(xwork_t* w, int status) {
    * it would have taken stayed free. */
   if (status != 0)
     counter_add(&lp->stat.req_cancelled, 1);
-  if (c != NULL && status == 0) {
-    /* Done after its deadline, whose timer the loop has not reached yet. */
-    if (req_in_time(r)) {
-      snprintf(buf, sizeof(buf), "OK %s", r->id);
-      counter_add(&lp->stat.req_ok, 1);
-    } else {
-      snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
-      counter_add(&lp->stat.req_timeout, 1);
-    }
-    req_detach(r);
-    conn_reply(c, buf);
-    xtimer_close(&r->deadline, req_deadline_closed);
-  }
+  /* Not answered by its deadline yet: OK, or TIMEOUT if done after a
+   * deadline whose timer the loop has not reached yet.  The work has run:
+   * nothing to cancel.  r stays referenced until req_unref. */
+  if (r->conn != NULL && status == 0)
+    req_answer(r, 0);
   req_unref(r);
   loop_maybe_finish(lp);
 }
@@ -104,23 +120,10 @@ static void req_work_done(xwork_t* w, int status) {
 static void req_deadline(xtimer_t* t) {
   req_t* r = t->data;
   loop_t* lp = r->lp;
-  conn_t* c = r->conn;
-  char buf[REQ_ID_MAX + 16];
 
-  /* Done in time, but its done call waits behind this timer. */
-  if (req_in_time(r)) {
-    snprintf(buf, sizeof(buf), "OK %s", r->id);
-    counter_add(&lp->stat.req_ok, 1);
-  } else {
-    snprintf(buf, sizeof(buf), "TIMEOUT %s", r->id);
-    counter_add(&lp->stat.req_timeout, 1);
-    /* The late result is dropped when it comes; if the work has not
-     * started yet, it need not run at all. */
-    xwork_cancel(&r->work);
-  }
-  req_detach(r);
-  conn_reply(c, buf);
-  xtimer_close(&r->deadline, req_deadline_closed); /* may free r */
+  /* OK if the work finished in time but its done call waits behind this
+   * timer; else TIMEOUT, and work that has not started is cancelled. */
+  req_answer(r, 1); /* may free r */
   loop_maybe_finish(lp);
 }
 

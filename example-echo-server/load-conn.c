@@ -438,6 +438,12 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
       conn_ended(c, nread == UV_EOF ? CAUSE_EOF : CAUSE_RESET);
     return;
   }
+  /* Lines split like the server's (conn.c), on purpose not through one
+   * shared splitter: they share the memchr loop, not the policy.  This
+   * client always copies into a growing buffer and reports a long line as
+   * a violation; the server splits in place, buffers only a line that
+   * spans reads, bounds it by --max-line and answers ERR line too long.
+   * A splitter for both would need a callback per policy. */
   while (p < end && c->state == SLOT_OPEN) {
     nl = memchr(p, '\n', (size_t) (end - p));
     n = (size_t) ((nl ? nl : end) - p);

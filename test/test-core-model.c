@@ -13,12 +13,7 @@ static uint64_t rng_state;
 
 
 static uint64_t splitmix64(void) {
-  uint64_t z;
-
-  z = (rng_state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return test_splitmix64(&rng_state);
 }
 
 

@@ -832,10 +832,7 @@ static uint64_t rng_state = 88172645463325252ull;
 
 
 static uint64_t rng(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
+  return test_xorshift64(&rng_state);
 }
 
 

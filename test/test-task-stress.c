@@ -95,10 +95,7 @@ static unsigned round_ms;
 
 
 static uint64_t prng(uint64_t* s) {
-  *s ^= *s << 13;
-  *s ^= *s >> 7;
-  *s ^= *s << 17;
-  return *s;
+  return test_xorshift64(s);
 }
 
 

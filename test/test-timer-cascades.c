@@ -22,12 +22,7 @@ static uint64_t rng = 0x75767477;
 
 
 static uint64_t next_random(void) {
-  uint64_t z;
-
-  z = (rng += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return test_splitmix64(&rng);
 }
 
 

@@ -54,13 +54,7 @@ static uint64_t min_in_callback; /* the smallest timeout in callbacks */
 
 
 static uint64_t next_rand(uint64_t* s) {
-  /* splitmix64 */
-  uint64_t z;
-
-  z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+  return test_splitmix64(s);
 }
 
 

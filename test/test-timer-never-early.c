@@ -45,13 +45,7 @@ static uint64_t rngs[2] = { 88172645463325252ull, 0x9e3779b97f4a7c15ull };
 
 
 static uint64_t next_rand(int side) {
-  uint64_t* rng;
-
-  rng = &rngs[side];
-  *rng ^= *rng << 13;
-  *rng ^= *rng >> 7;
-  *rng ^= *rng << 17;
-  return *rng;
+  return test_xorshift64(&rngs[side]);
 }
 
 

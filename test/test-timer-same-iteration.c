@@ -38,10 +38,7 @@ static uint64_t min_in_tw_callback; /* the smallest timeout there */
 
 
 static uint64_t next_rand(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
+  return test_xorshift64(&rng);
 }
 
 

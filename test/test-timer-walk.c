@@ -33,10 +33,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b) {
 
 
 static uint64_t next_rand(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return rng;
+  return test_xorshift64(&rng);
 }
 
 

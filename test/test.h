@@ -43,6 +43,27 @@
     }                                                                         \
   } while (0)
 
+/* Reproducible pseudo-random numbers, on the caller's state, so that a
+ * seed replays a run: xorshift64 (shifts 13, 7, 17; the state must not be
+ * 0) and splitmix64 (any state). */
+static inline uint64_t test_xorshift64(uint64_t* s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+
+static inline uint64_t test_splitmix64(uint64_t* s) {
+  uint64_t z;
+
+  z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+
 /* uv_* calls that must succeed: prints uv_err_name on failure. */
 #define ASSERT_UV_OK(expr)                                                    \
   do {                                                                        \

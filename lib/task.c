@@ -454,6 +454,7 @@ static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
     return NULL;
   w->node = node;
   w->ran = 0;
+  w->stopped = 0;
   w->uv_cancel_asked = 0;
   node->work = w;
   return w;
@@ -656,13 +657,23 @@ static void work_cb(uv_work_t* req) {
   w->ran = 1; /* after_work_cb reads it after this thread is done */
 
   /* A repeating task waits (PENDING) for after_work to re-file it; a
-   * cancel from now on wins at once.  STOPPING and CANCELLED stay. */
+   * cancel from now on wins at once.  CANCELLED stays; STOPPING ends below. */
   next = node->repeat_ms != 0 ? T_PENDING : T_DONE;
   /* A one-shot ends by its run: its place is free now, not when the loop
    * gets to after_work_cb.  Close waits for after_work_cb, so the wheel is
    * alive. */
-  if (move(node, S(T_RUNNING), next, 0, 0, &word) && next == T_DONE)
+  if (move(node, S(T_RUNNING), next, 0, 0, &word)) {
+    if (next == T_DONE)
+      end_live(&node->timer.wheel_->tasks);
+  } else if (STATE(word) == T_STOPPING) {
+    /* A cancel returned UV_EBUSY during this run: the task ends now, when
+     * the run returns, as uvtw_cancel promises.  No other thread moves a
+     * STOPPING task; after_work_cb counts it as cancelled. */
+    if (!move(node, S(T_STOPPING), T_DONE, 0, 0, &word))
+      UVTW__UNREACHABLE();
+    w->stopped = 1;
     end_live(&node->timer.wheel_->tasks);
+  }
 }
 
 
@@ -673,6 +684,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   uint64_t word;
   uint64_t deadline;
   uint64_t dispatch_ms;
+  int stopped;
   int ran;
 
   w = uvtw__container_of(req, uvtw__work_t, req);
@@ -682,6 +694,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   uvtw__list_remove(&node->timer.link_);
   node->location = AT_NONE;
   ran = w->ran;
+  stopped = w->stopped;
   dispatch_ms = w->dispatch_ms;
   work_put(&wheel->tasks, node);
 
@@ -698,14 +711,8 @@ static void after_work_cb(uv_work_t* req, int status) {
     wheel->tasks.run++;
   switch (STATE(word)) {
   case T_DONE: /* work_cb ended it and freed its place */
-    release_if_idle(wheel, node);
-    break;
-  case T_STOPPING:
-    /* No other thread moves a STOPPING task. */
-    if (!move(node, S(T_STOPPING), T_DONE, 0, 0, &word))
-      UVTW__UNREACHABLE();
-    wheel->tasks.cancelled++;
-    end_live(&wheel->tasks);
+    if (stopped)
+      wheel->tasks.cancelled++;
     release_if_idle(wheel, node);
     break;
   case T_PENDING:
@@ -723,7 +730,8 @@ static void after_work_cb(uv_work_t* req, int status) {
   case T_CANCELLED:
     release_if_idle(wheel, node);
     break;
-  default: /* QUEUED and RUNNING end in work_cb; CLOSED and FREE here */
+  default: /* QUEUED, RUNNING and STOPPING end in work_cb; CLOSED and
+            * FREE never come here */
     UVTW__UNREACHABLE();
   }
   uvtw__tasks_flush(wheel);

@@ -55,6 +55,7 @@ struct uvtw__work_s {
   uvtw__work_t* next_free;
   uint64_t dispatch_ms; /* loop time of the run now in flight */
   uint8_t ran;             /* the pool thread ran cb; read in after_work */
+  uint8_t stopped; /* ended by work_cb after a cancel's UV_EBUSY */
   uint8_t uv_cancel_asked; /* at close */
 };
 

@@ -26,6 +26,10 @@
  *                  was running starts when that one ends, not a period
  *                  later (period 100 ms, runs of 130 ms: the median gap
  *                  between a run's end and the next start is < 60 ms).
+ *   busy_place     a threadpool task whose cancel returned UV_EBUSY ends
+ *                  when its run returns, on the pool thread: with
+ *                  max_tasks 1, pending is 0 and a new submit is accepted
+ *                  before the loop runs again.
  *   cancel_frees   500,000 submit + cancel pairs of 1 h tasks from the loop
  *                  thread, then 250,000 from another thread, paced so that
  *                  the loop keeps up: the heap does not grow with them (a
@@ -537,6 +541,55 @@ static void repeat_pool_overrun(void) {
 }
 
 
+/* ---- busy_place ------------------------------------------------------ */
+
+static task_t bp_task;
+static task_t bp_next;
+static uv_sem_t bp_started;
+static uv_sem_t bp_go;
+
+
+static int bp_first_run_started(void) {
+  return atomic_load(&bp_task.runs) == 1;
+}
+
+
+static void busy_place(void) {
+  size_t pending;
+  int r;
+
+  setup(1);
+  ASSERT_UV_OK(uv_sem_init(&bp_started, 0));
+  ASSERT_UV_OK(uv_sem_init(&bp_go, 0));
+  task_init(&bp_task);
+  bp_task.started = &bp_started;
+  bp_task.go = &bp_go;
+  submit(&bp_task, 0, 0, UVTW_THREADPOOL);
+  run_until(bp_first_run_started, 0);
+  ASSERT_EQ(UV_EBUSY, cancel(&bp_task));
+  uv_sem_post(&bp_go);
+  while (atomic_load(&bp_task.returned) != 1)
+    uv_sleep(1);
+  uv_sleep(100); /* the pool thread is past the run's end by now */
+  /* The loop does not run here: only the pool thread saw the run end. */
+  pending = uvtw_wheel_pending(wheel);
+  task_init(&bp_next);
+  r = uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb, &bp_next, &bp_next.id);
+  if (pending != 0 || r != 0)
+    fprintf(stderr, "after the EBUSY run returned: pending %zu, submit %s\n",
+            pending, r == 0 ? "0" : uv_err_name(r));
+  if (r == 0)
+    ASSERT_EQ(0, cancel(&bp_next));
+  run_until(pending_zero, 0);
+  teardown();
+  uv_sem_destroy(&bp_started);
+  uv_sem_destroy(&bp_go);
+  ASSERT_EQ(0, pending);
+  ASSERT_EQ(0, r);
+  ASSERT_EQ(1, atomic_load(&bp_task.runs));
+}
+
+
 /* ---- cancel_frees --------------------------------------------------- */
 
 static atomic_int cf_done;
@@ -781,6 +834,7 @@ static const test_case_t cases[] = {
   TEST_CASE(repeat_loop),
   TEST_CASE(repeat_pool),
   TEST_CASE(repeat_pool_overrun),
+  TEST_CASE(busy_place),
   TEST_CASE(cancel_frees),
   TEST_CASE(liveness),
 };

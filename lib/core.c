@@ -692,6 +692,10 @@ uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
   if (uvtw__list_empty(&core->due))
     return NULL;
   t = uvtw__timer_of(core->due.next);
+  /* Never early, and linked where `due` says: a broken list or an early
+   * timer here would run a callback libuv would not run. */
+  UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
+               t->deadline_ <= core->collected_ms);
   uvtw__list_remove(&t->link_);
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at

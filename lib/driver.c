@@ -30,15 +30,15 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   uv_timer_start(&wheel->driver, driver_cb, due_ms > now ? due_ms - now : 0,
                  0);
   wheel->armed_tick = tick;
-  wheel->defer_from_id = UINT64_MAX; /* libuv no longer holds the driver */
+  wheel->defer_from_id = UVTW__NO_DEFER; /* libuv no longer holds the driver */
 }
 
 
 void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
-  if (wheel->armed_tick != UINT64_MAX) {
+  if (wheel->armed_tick != UVTW__DRIVER_DISARMED) {
     uv_timer_stop(&wheel->driver);
-    wheel->armed_tick = UINT64_MAX;
-    wheel->defer_from_id = UINT64_MAX;
+    wheel->armed_tick = UVTW__DRIVER_DISARMED;
+    wheel->defer_from_id = UVTW__NO_DEFER;
   }
 }
 
@@ -48,7 +48,7 @@ void uvtw__driver_update(uvtw_wheel_t* wheel) {
 
   uvtw__core_tighten(&wheel->core);
   next = uvtw__core_next_tick(&wheel->core);
-  if (next == UINT64_MAX)
+  if (next == UVTW__NO_TICK)
     uvtw__driver_disarm(wheel);
   else if (next != wheel->armed_tick)
     arm(wheel, next);
@@ -70,13 +70,13 @@ static void driver_cb(uv_timer_t* driver) {
   uvtw_timer_t* timer;
 
   wheel = driver->data;
-  wheel->armed_tick = UINT64_MAX; /* a one-shot uv_timer_t: now inactive */
+  wheel->armed_tick = UVTW__DRIVER_DISARMED; /* a one-shot uv_timer_t: now inactive */
   wheel->driver_wakeups++;
   uvtw__core_expire(&wheel->core, uv_now(wheel->loop));
-  if (wheel->defer_from_id != UINT64_MAX) {
+  if (wheel->defer_from_id != UVTW__NO_DEFER) {
     /* Started in this timers phase, before this callback: the next phase. */
     uvtw__core_defer(&wheel->core, wheel->defer_from_id);
-    wheel->defer_from_id = UINT64_MAX;
+    wheel->defer_from_id = UVTW__NO_DEFER;
   }
   wheel->in_pass = 1;
   while (!wheel->closing &&

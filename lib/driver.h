@@ -52,8 +52,8 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
  * for the next one.  (Before 1.48 the driver is never seen in that state.)
  * Loop thread. */
 static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
-  if (wheel->defer_from_id == UINT64_MAX &&
-      wheel->armed_tick != UINT64_MAX && !wheel->in_pass &&
+  if (wheel->defer_from_id == UVTW__NO_DEFER &&
+      wheel->armed_tick != UVTW__DRIVER_DISARMED && !wheel->in_pass &&
       !uv_is_active((const uv_handle_t*) &wheel->driver))
     wheel->defer_from_id = wheel->core.next_start_id;
 }
@@ -64,7 +64,7 @@ static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
 static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
                                          const uvtw_timer_t* timer) {
   return timer->link_.next != NULL && !wheel->in_pass &&
-         wheel->armed_tick != UINT64_MAX &&
+         wheel->armed_tick != UVTW__DRIVER_DISARMED &&
          uvtw__core_tick_of(&wheel->core, timer->deadline_) ==
              wheel->armed_tick;
 }

@@ -42,6 +42,13 @@ typedef enum {
   UVTW__CLOSING_HANDLES /* no task left: the three handles are closing */
 } uvtw__close_state_t;
 
+/* armed_tick of a stopped driver.  Equal to UVTW__NO_TICK on purpose: a
+ * tick compared with it is never the armed one, and "is e earlier than the
+ * armed tick?" is true for every e while nothing is armed. */
+#define UVTW__DRIVER_DISARMED UVTW__NO_TICK
+/* defer_from_id when no start is held for the next pass: above every id. */
+#define UVTW__NO_DEFER UINT64_MAX
+
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
@@ -53,11 +60,12 @@ struct uvtw_wheel_s {
    * ref state follows the driver's, so it holds the loop meanwhile. */
   uv_prepare_t rearm;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
-  uint64_t armed_tick; /* the driver's wake-up tick; UINT64_MAX if stopped */
+  /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped. */
+  uint64_t armed_tick;
   int driver_ref;      /* uv_ref state of the driver (and of rearm) */
   int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */
   /* The first start_id that the next pass leaves for the pass after it
-   * (uvtw__driver_due_start); UINT64_MAX if none. */
+   * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
   uint64_t defer_from_id;
   int in_pass;         /* inside the driver callback */
   uvtw__close_state_t closing;

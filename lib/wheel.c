@@ -62,10 +62,10 @@ int uvtw_wheel_new(uv_loop_t* loop,
     return UV_ENOMEM;
   uvtw__core_init(&wheel->core, opts->tick_ms, uv_now(loop));
   wheel->loop = loop;
-  wheel->armed_tick = UINT64_MAX;
+  wheel->armed_tick = UVTW__DRIVER_DISARMED;
   wheel->driver_ref = 1;
   wheel->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
-  wheel->defer_from_id = UINT64_MAX;
+  wheel->defer_from_id = UVTW__NO_DEFER;
   wheel->in_pass = 0;
   wheel->closing = UVTW__OPEN;
   wheel->handles_closing = 0;

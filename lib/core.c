@@ -45,7 +45,9 @@
  * A slot of a million timers is thus re-filed ~1,024 at a time over the
  * second (at level 1) before its block, not all in the one iteration that
  * enters it.  What is left when the block begins is collected then, as
- * without a pre-cascade.
+ * without a pre-cascade.  Only levels that held a slot of more than CHUNK
+ * timers (big_levels) pre-cascade: a smaller slot is re-filed whole when
+ * its block begins, no more work than one pre-cascade step.
  *
  * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
  * only rewrites its deadline: its slot's block starts at or before the old
@@ -238,23 +240,12 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
 }
 
 
-uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
-  uint64_t next;
+/* Lowers `next` to the wake-ups that are not slots: the overflow list's
+ * re-examination and a pre-cascade step. */
+static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
   uint64_t tick;
   uint64_t top;
-  unsigned level;
 
-  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
-    return core->now_tick;
-  /* The rings overlap in time (a timer filed long ago at level 1 may be
-   * due before one just filed at level 0): the minimum over all levels. */
-  next = UVTW__NO_TICK;
-  for (level = 0; level < UVTW__LEVELS; level++) {
-    if (level != 0 && next_block_start(core, level) >= next)
-      break; /* this level and those above hold nothing earlier */
-    if (level_first(core, level, &tick) != UVTW__NSLOTS && tick < next)
-      next = tick;
-  }
   if (!uvtw__list_empty(&core->overflow)) {
     /* Overflow timers are re-examined when n enters the next top-level
      * block.  None exists while n is in the last one, so no wrap. */
@@ -266,6 +257,44 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
   }
   tick = precascade_tick(core);
   return tick < next ? tick : next;
+}
+
+
+/* The earliest slot over all levels and its tick, or UVTW__NSLOTS.  The
+ * rings overlap in time (a timer filed long ago at level 1 may be due
+ * before one just filed at level 0): the minimum over all levels. */
+static unsigned earliest_slot(const uvtw__core_t* core,
+                              unsigned* level_out,
+                              uint64_t* tick_out) {
+  uint64_t tick;
+  unsigned best;
+  unsigned level;
+  unsigned s;
+
+  best = UVTW__NSLOTS;
+  *tick_out = UVTW__NO_TICK;
+  for (level = 0; level < UVTW__LEVELS; level++) {
+    if (level != 0 && next_block_start(core, level) >= *tick_out)
+      break; /* this level and those above hold nothing earlier */
+    s = level_first(core, level, &tick);
+    if (s != UVTW__NSLOTS && tick < *tick_out) {
+      best = s;
+      *tick_out = tick;
+      *level_out = level;
+    }
+  }
+  return best;
+}
+
+
+uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
+  uint64_t next;
+  unsigned level;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick;
+  earliest_slot(core, &level, &next);
+  return next_beyond_slots(core, next);
 }
 
 
@@ -295,32 +324,7 @@ static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-/* The earliest slot over all levels and its tick, or UVTW__NSLOTS. */
-static unsigned earliest_slot(const uvtw__core_t* core,
-                              unsigned* level_out,
-                              uint64_t* tick_out) {
-  uint64_t tick;
-  unsigned best;
-  unsigned level;
-  unsigned s;
-
-  best = UVTW__NSLOTS;
-  *tick_out = UVTW__NO_TICK;
-  for (level = 0; level < UVTW__LEVELS; level++) {
-    if (level != 0 && next_block_start(core, level) >= *tick_out)
-      break; /* this level and those above hold nothing earlier */
-    s = level_first(core, level, &tick);
-    if (s != UVTW__NSLOTS && tick < *tick_out) {
-      best = s;
-      *tick_out = tick;
-      *level_out = level;
-    }
-  }
-  return best;
-}
-
-
-void uvtw__core_tighten(uvtw__core_t* core) {
+uint64_t uvtw__core_tighten(uvtw__core_t* core) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
@@ -334,16 +338,18 @@ void uvtw__core_tighten(uvtw__core_t* core) {
   unsigned count;
   unsigned s;
 
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick; /* due work first; nothing to tighten for it */
   level = 0;
   for (budget = UVTW__TIGHTEN_MAX;;) {
     s = earliest_slot(core, &level, &first);
     if (s == UVTW__NSLOTS)
-      return;
+      return next_beyond_slots(core, first);
     head = &core->slots[s];
     count = 0;
     for (link = head->next; link != head; link = link->next)
-      if (++count > budget)
-        return; /* a large slot keeps its early minimum */
+      if (++count > budget) /* a large slot keeps its early minimum */
+        return next_beyond_slots(core, first);
     budget -= count;
     /* A timer lazily re-armed past the slot's block would make the wheel
      * wake at this block only to re-file it: re-file it now instead. */
@@ -368,7 +374,9 @@ void uvtw__core_tighten(uvtw__core_t* core) {
     if (min_e != UVTW__NO_TICK) {
       if (level != 0)
         core->slot_min[uvtw__upper_index(s)] = min_e;
-      return;
+      if (min_e == first) /* still the earliest slot, at the same tick */
+        return next_beyond_slots(core, first);
+      return uvtw__core_next_tick(core); /* another slot may come first */
     }
     /* The slot emptied: look at the next one, within the budget. */
   }
@@ -538,11 +546,28 @@ static void advance(uvtw__core_t* core,
   uint64_t nb;
   uint64_t nb2;
   unsigned level;
+  unsigned s;
   uint64_t n;
 
   n = core->now_tick;
   UVTW__ASSERT(n2 > n);
-  for (level = 0; level < UVTW__LEVELS; level++) {
+  level = 0;
+  if (n2 - n == 1) {
+    /* The common pass, one tick on: one level-0 slot, and the upper levels
+     * only when n2 begins a level-1 block. */
+    s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
+    if (slot_occupied(core, s)) {
+      uvtw__core_clear_bit(core, s);
+      uvtw__list_splice(l0_to, &core->slots[s]);
+    }
+    if ((n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1)) != 0) {
+      core->now_tick = n2;
+      core->collected_ms = n2 * core->tick_ms;
+      return;
+    }
+    level = 1;
+  }
+  for (; level < UVTW__LEVELS; level++) {
     nb = block_of(n, level);
     nb2 = block_of(n2, level);
     if (nb == nb2)
@@ -585,10 +610,15 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
   uint64_t left;
   uint64_t quota;
   uint32_t* count;
+  uint32_t levels;
   unsigned level;
   unsigned s;
 
-  for (level = 1; level < UVTW__LEVELS; level++) {
+  /* Only levels that held a crowded slot: every slot of another level
+   * holds at most precascade_chunk timers, which the pass that enters its
+   * block re-files at once, as one pre-cascade step would. */
+  for (levels = core->big_levels; levels != 0; levels &= levels - 1) {
+    level = (unsigned) __builtin_ctz(levels);
     if (!upper_occupied(core, level)) {
       core->big_levels &= ~(1u << level);
       continue;

@@ -145,7 +145,10 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 /* The pre-cascade wakes the driver for a next block of more than this many
  * timers, and moves about this many per wake-up (see core.c). */
 #define UVTW__PRECASCADE_CHUNK 1024
-void uvtw__core_tighten(uvtw__core_t* core);
+
+/* Tightens as said above, then returns uvtw__core_next_tick(): one scan of
+ * the levels in the common case, for the driver's re-arm after a pass. */
+uint64_t uvtw__core_tighten(uvtw__core_t* core);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,

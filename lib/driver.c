@@ -43,16 +43,21 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
 }
 
 
-void uvtw__driver_update(uvtw_wheel_t* wheel) {
-  uint64_t next;
-
-  uvtw__core_tighten(&wheel->core);
-  next = uvtw__core_next_tick(&wheel->core);
+/* Arms the driver for tick `next` (UVTW__NO_TICK: stops it). */
+static void arm_for(uvtw_wheel_t* wheel, uint64_t next) {
   if (next == UVTW__NO_TICK)
     uvtw__driver_disarm(wheel);
   else if (next != wheel->armed_tick)
     arm(wheel, next);
   uvtw__driver_sync_ref(wheel);
+}
+
+
+void uvtw__driver_update(uvtw_wheel_t* wheel) {
+  uint64_t next;
+
+  next = uvtw__core_tighten(&wheel->core);
+  arm_for(wheel, next);
 }
 
 
@@ -68,6 +73,7 @@ static void rearm_cb(uv_prepare_t* prepare) {
 static void driver_cb(uv_timer_t* driver) {
   uvtw_wheel_t* wheel;
   uvtw_timer_t* timer;
+  uint64_t next;
 
   wheel = driver->data;
   wheel->armed_tick = UVTW__DRIVER_DISARMED; /* a one-shot uv_timer_t: now inactive */
@@ -89,8 +95,8 @@ static void driver_cb(uv_timer_t* driver) {
   uvtw__core_validate(&wheel->core);
   if (wheel->closing)
     return;
-  if (!wheel->rearm_in_cb &&
-      uvtw__core_next_tick(&wheel->core) <= wheel->core.now_tick) {
+  next = uvtw__core_tighten(&wheel->core);
+  if (!wheel->rearm_in_cb && next <= wheel->core.now_tick) {
     /* Work is due already, and this libuv would run a driver re-armed with
      * 0 again in this same pass: the prepare handle arms it for the next
      * iteration, and holds the loop until then if the work is referenced. */
@@ -98,6 +104,6 @@ static void driver_cb(uv_timer_t* driver) {
     uvtw__driver_sync_ref(wheel);
   } else {
     /* From libuv 1.48 on, a re-arm with 0 runs in the next timers phase. */
-    uvtw__driver_update(wheel);
+    arm_for(wheel, next);
   }
 }

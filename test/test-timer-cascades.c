@@ -71,21 +71,23 @@ static void on_core(void) {
   }
   /* The bound is exact: one tick more than level 0 holds is filed above
    * it, and moved down (here by the pre-cascade of a pass in the block
-   * before its own). */
+   * before its own: a slot of 2 is crowded with the chunk lowered to 1). */
   memset(timers, 0, sizeof(timers));
   {
     static uvtw__core_t core;
 
     uvtw__core_init(&core, 1, 0);
+    core.precascade_chunk = 1;
     uvtw__core_start(&core, &timers[0], UVTW__L0_SLOTS - 1);
     uvtw__core_start(&core, &timers[1], UVTW__L0_SLOTS);
+    uvtw__core_start(&core, &timers[2], UVTW__L0_SLOTS + 1);
     uvtw__core_expire(&core, UVTW__L0_SLOTS - 100);
-    ASSERT_UEQ(1, core.cascades);
+    ASSERT_UEQ(2, core.cascades);
     ASSERT_EQ(0, uvtw__core_check(&core, stderr));
     uvtw__core_expire(&core, UVTW__L0_SLOTS);
     ASSERT_PTR_EQ(&timers[0], uvtw__core_pop_due(&core, UVTW__L0_SLOTS));
     ASSERT_PTR_EQ(&timers[1], uvtw__core_pop_due(&core, UVTW__L0_SLOTS));
-    ASSERT_UEQ(1, core.cascades);
+    ASSERT_UEQ(2, core.cascades);
   }
 }
 

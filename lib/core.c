@@ -324,7 +324,7 @@ static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-uint64_t uvtw__core_tighten(uvtw__core_t* core) {
+uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
@@ -338,6 +338,7 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core) {
   unsigned count;
   unsigned s;
 
+  *crowded = 0;
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick; /* due work first; nothing to tighten for it */
   level = 0;
@@ -348,8 +349,10 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core) {
     head = &core->slots[s];
     count = 0;
     for (link = head->next; link != head; link = link->next)
-      if (++count > budget) /* a large slot keeps its early minimum */
+      if (++count > budget) { /* a large slot keeps its early minimum */
+        *crowded = 1;
         return next_beyond_slots(core, first);
+      }
     budget -= count;
     /* A timer lazily re-armed past the slot's block would make the wheel
      * wake at this block only to re-file it: re-file it now instead. */

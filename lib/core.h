@@ -147,8 +147,11 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 #define UVTW__PRECASCADE_CHUNK 1024
 
 /* Tightens as said above, then returns uvtw__core_next_tick(): one scan of
- * the levels in the common case, for the driver's re-arm after a pass. */
-uint64_t uvtw__core_tighten(uvtw__core_t* core);
+ * the levels in the common case, for the driver's re-arm after a pass.
+ * Sets *crowded to 1 if it left the earliest slot alone because it holds
+ * more than UVTW__TIGHTEN_MAX timers (so the wake-up at its bound may be
+ * early already), to 0 otherwise. */
+uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,

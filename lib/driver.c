@@ -44,7 +44,8 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
 
 
 /* Arms the driver for tick `next` (UVTW__NO_TICK: stops it). */
-static void arm_for(uvtw_wheel_t* wheel, uint64_t next) {
+static void arm_for(uvtw_wheel_t* wheel, uint64_t next, int crowded) {
+  wheel->armed_crowded = crowded;
   if (next == UVTW__NO_TICK)
     uvtw__driver_disarm(wheel);
   else if (next != wheel->armed_tick)
@@ -55,9 +56,10 @@ static void arm_for(uvtw_wheel_t* wheel, uint64_t next) {
 
 void uvtw__driver_update(uvtw_wheel_t* wheel) {
   uint64_t next;
+  int crowded;
 
-  next = uvtw__core_tighten(&wheel->core);
-  arm_for(wheel, next);
+  next = uvtw__core_tighten(&wheel->core, &crowded);
+  arm_for(wheel, next, crowded);
 }
 
 
@@ -74,6 +76,7 @@ static void driver_cb(uv_timer_t* driver) {
   uvtw_wheel_t* wheel;
   uvtw_timer_t* timer;
   uint64_t next;
+  int crowded;
 
   wheel = driver->data;
   wheel->armed_tick = UVTW__DRIVER_DISARMED; /* a one-shot uv_timer_t: now inactive */
@@ -95,7 +98,7 @@ static void driver_cb(uv_timer_t* driver) {
   uvtw__core_validate(&wheel->core);
   if (wheel->closing)
     return;
-  next = uvtw__core_tighten(&wheel->core);
+  next = uvtw__core_tighten(&wheel->core, &crowded);
   if (!wheel->rearm_in_cb && next <= wheel->core.now_tick) {
     /* Work is due already, and this libuv would run a driver re-armed with
      * 0 again in this same pass: the prepare handle arms it for the next
@@ -104,6 +107,6 @@ static void driver_cb(uv_timer_t* driver) {
     uvtw__driver_sync_ref(wheel);
   } else {
     /* From libuv 1.48 on, a re-arm with 0 runs in the next timers phase. */
-    arm_for(wheel, next);
+    arm_for(wheel, next, crowded);
   }
 }

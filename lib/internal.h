@@ -62,6 +62,10 @@ struct uvtw_wheel_s {
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped. */
   uint64_t armed_tick;
+  /* The armed tick is the bound of a slot too crowded to tighten
+   * (uvtw__core_tighten): the wake-up there may be early already, so a
+   * lazy re-arm of a timer due at it costs nothing in exactness. */
+  int armed_crowded;
   int driver_ref;      /* uv_ref state of the driver (and of rearm) */
   int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */
   /* The first start_id that the next pass leaves for the pass after it

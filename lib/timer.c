@@ -90,14 +90,16 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   /* The idle-timeout pattern: an active timer waiting in a slot, pushed
    * later, touching only the timer (the lazy re-arm).  Not if the driver
    * waits for this timer (uvtw__driver_waits_for, unrolled: the timer is
-   * active here), unless a neighbour in its slot is due at the same tick
-   * (many timers share the driver's tick): then the driver still has work
-   * at its tick, and stays exact. */
+   * active here), unless the driver was armed for a slot too crowded to
+   * tighten (its wake-up there may be early anyway, and re-filing would
+   * not move it), or a neighbour in its slot is due at the same tick: then
+   * the driver still has work at its tick, and stays exact. */
   if (timer->link_.next != NULL && deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
       (uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
            wheel->armed_tick ||
-       wheel->in_pass || waits_with_neighbour(wheel, timer))) {
+       wheel->in_pass || wheel->armed_crowded ||
+       waits_with_neighbour(wheel, timer))) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;

@@ -63,6 +63,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   uvtw__core_init(&wheel->core, opts->tick_ms, uv_now(loop));
   wheel->loop = loop;
   wheel->armed_tick = UVTW__DRIVER_DISARMED;
+  wheel->armed_crowded = 0;
   wheel->driver_ref = 1;
   wheel->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
   wheel->defer_from_id = UVTW__NO_DEFER;

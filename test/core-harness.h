@@ -319,11 +319,12 @@ static void h_step(harness_t* h) {
   h_op_t op;
   uint64_t next;
   uint64_t step;
+  int crowded;
 
   switch (h->draw(h, 12)) {
   case 10:
     /* tighten returns the next wake-up it leaves, by a shorter way. */
-    next = uvtw__core_tighten(&h->core);
+    next = uvtw__core_tighten(&h->core, &crowded);
     if (next != uvtw__core_next_tick(&h->core))
       H_FAIL(h, "tighten returned another next wake-up than next_tick");
     break;

@@ -45,7 +45,10 @@ static inline void uvtw__core_count(uvtw__core_t* core,
       &core->active,
       atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
       memory_order_relaxed);
-  core->active_ref += (uint64_t) (int64_t) (delta & -(int) !t->unref_);
+  if (delta > 0) /* a constant in every caller: one add, no mask */
+    core->active_ref += !t->unref_;
+  else
+    core->active_ref -= !t->unref_;
 }
 
 

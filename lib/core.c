@@ -337,6 +337,7 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
   unsigned budget;
   unsigned count;
   unsigned s;
+  int beyond;
 
   *crowded = 0;
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
@@ -347,13 +348,6 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
     if (s == UVTW__NSLOTS)
       return next_beyond_slots(core, first);
     head = &core->slots[s];
-    count = 0;
-    for (link = head->next; link != head; link = link->next)
-      if (++count > budget) { /* a large slot keeps its early minimum */
-        *crowded = 1;
-        return next_beyond_slots(core, first);
-      }
-    budget -= count;
     /* A timer lazily re-armed past the slot's block would make the wheel
      * wake at this block only to re-file it: re-file it now instead. */
     block_end = level == 0 ? first
@@ -361,17 +355,30 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
                               << uvtw__level_shift(level)) |
                                  (((uint64_t) 1 << uvtw__level_shift(level)) -
                                   1);
+    /* One walk finds the minimum and whether any timer left the block;
+     * it stops at once in a large slot, which keeps its early minimum. */
     min_e = UVTW__NO_TICK;
-    for (link = head->next; link != head; link = next) {
+    count = 0;
+    beyond = 0;
+    for (link = head->next; link != head; link = link->next) {
+      if (++count > budget) {
+        *crowded = 1;
+        return next_beyond_slots(core, first);
+      }
+      e = uvtw__core_tick_of(core, uvtw__timer_of(link)->deadline_);
+      if (e > block_end)
+        beyond = 1;
+      else if (e < min_e)
+        min_e = e;
+    }
+    budget -= count;
+    for (link = head->next; beyond && link != head; link = next) {
       next = link->next;
       t = uvtw__timer_of(link);
-      e = uvtw__core_tick_of(core, t->deadline_);
-      if (e > block_end) {
+      if (uvtw__core_tick_of(core, t->deadline_) > block_end) {
         uvtw__core_unlink(core, t);
         file_lowest(core, t);
         core->cascades++;
-      } else if (e < min_e) {
-        min_e = e;
       }
     }
     if (min_e != UVTW__NO_TICK) {
@@ -549,28 +556,11 @@ static void advance(uvtw__core_t* core,
   uint64_t nb;
   uint64_t nb2;
   unsigned level;
-  unsigned s;
   uint64_t n;
 
   n = core->now_tick;
   UVTW__ASSERT(n2 > n);
-  level = 0;
-  if (n2 - n == 1) {
-    /* The common pass, one tick on: one level-0 slot, and the upper levels
-     * only when n2 begins a level-1 block. */
-    s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
-    if (slot_occupied(core, s)) {
-      uvtw__core_clear_bit(core, s);
-      uvtw__list_splice(l0_to, &core->slots[s]);
-    }
-    if ((n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1)) != 0) {
-      core->now_tick = n2;
-      core->collected_ms = n2 * core->tick_ms;
-      return;
-    }
-    level = 1;
-  }
-  for (; level < UVTW__LEVELS; level++) {
+  for (level = 0; level < UVTW__LEVELS; level++) {
     nb = block_of(n, level);
     nb2 = block_of(n2, level);
     if (nb == nb2)
@@ -667,6 +657,7 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   uvtw_timer_t* t;
   uint64_t n;
   uint64_t n2;
+  unsigned s;
 
   uvtw__list_init(&todo);
   /* Timers found ready earlier fire first: their expiry is <= n, before
@@ -674,13 +665,26 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   uvtw__list_splice(&core->due, &core->ready);
   n = core->now_tick;
   n2 = now_ms / core->tick_ms;
-  if (n2 > n) {
+  if (n2 == n + 1 && (n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1))) {
+    /* The common pass, one tick on inside a level-1 block: one level-0
+     * slot, nothing above.  (As advance() does, without its loop.) */
+    s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
+    if (slot_occupied(core, s)) {
+      uvtw__core_clear_bit(core, s);
+      uvtw__list_splice(&core->due, &core->slots[s]);
+    }
+    core->now_tick = n2;
+    core->collected_ms = n2 * core->tick_ms;
+    if (core->big_levels != 0)
+      precascade(core, 1);
+  } else if (n2 > n) {
     /* A level-0 slot holds one tick, so its timers go straight to `due`
      * (one walk less over them), bar lazily re-armed ones, peeled off
      * below.  Higher levels cascade: each timer expires or moves down. */
     advance(core, n2, &core->due, &todo);
     cascade(core, &todo, &core->due);
-    precascade(core, n2 - n);
+    if (core->big_levels != 0)
+      precascade(core, n2 - n);
   }
   sort_due(core);
   /* Sorted by deadline, timers re-armed past now (lazily, in a level-0

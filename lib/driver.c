@@ -25,7 +25,7 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   uint64_t now;
 
   due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uv_now(wheel->loop);
+  now = uvtw__loop_now(wheel->loop);
   /* Cannot fail: the driver is initialised and cb is not NULL. */
   uv_timer_start(&wheel->driver, driver_cb, due_ms > now ? due_ms - now : 0,
                  0);
@@ -81,7 +81,7 @@ static void driver_cb(uv_timer_t* driver) {
   wheel = driver->data;
   wheel->armed_tick = UVTW__DRIVER_DISARMED; /* a one-shot uv_timer_t: now inactive */
   wheel->driver_wakeups++;
-  uvtw__core_expire(&wheel->core, uv_now(wheel->loop));
+  uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
   if (wheel->defer_from_id != UVTW__NO_DEFER) {
     /* Started in this timers phase, before this callback: the next phase. */
     uvtw__core_defer(&wheel->core, wheel->defer_from_id);
@@ -89,7 +89,7 @@ static void driver_cb(uv_timer_t* driver) {
   }
   wheel->in_pass = 1;
   while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core, uv_now(wheel->loop)))) {
+         (timer = uvtw__core_pop_due(&wheel->core, uvtw__loop_now(wheel->loop)))) {
     wheel->fired++;
     timer->cb_(timer);
   }

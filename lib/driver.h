@@ -25,6 +25,12 @@
  * would run in the same pass.  uv_version() of 1.48.0: */
 #define UVTW__LIBUV_COLLECTS_DUE_TIMERS 0x013000
 
+/* uv_now(loop) without a call into the shared library: uv_now returns
+ * loop->time, and libuv keeps uv_loop_t's layout stable within 1.x. */
+static inline uint64_t uvtw__loop_now(const uv_loop_t* loop) {
+  return loop->time;
+}
+
 /* Non-zero if the libuv that runs lets the driver re-arm itself with 0. */
 static inline int uvtw__driver_can_rearm_in_cb(void) {
   return uv_version() >= UVTW__LIBUV_COLLECTS_DUE_TIMERS;

@@ -19,39 +19,36 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
-/* uv_now(loop) without a call into the shared library: uv_now returns
- * loop->time, and libuv keeps uv_loop_t's layout stable within 1.x. */
-static inline uint64_t loop_now(const uv_loop_t* loop) {
-  return loop->time;
+/* No pass since the loop's clock moved on (the wheel had nothing due):
+ * bring the wheel's now up to the loop's, so that the timer is filed
+ * relative to the loop's now and a short timeout lands in level 0. */
+static inline void catch_up(uvtw_wheel_t* wheel, uint64_t now) {
+  uvtw__core_t* core;
+
+  core = &wheel->core;
+  if (now - core->collected_ms >= core->tick_ms && !wheel->in_pass)
+    uvtw__core_catch_up(core, now);
 }
 
 
-/* Everything but the lazy re-arm; out of line, so that the fast path is a
+/* Starts an inactive timer: out of line, so that the lazy re-arm is a
  * short function that saves no registers. */
-static int __attribute__((noinline)) start_filed(uvtw_wheel_t* wheel,
-                                                 uvtw_timer_t* timer,
-                                                 uint64_t deadline,
-                                                 uint64_t now) {
+static int __attribute__((noinline)) start_inactive(uvtw_wheel_t* wheel,
+                                                    uvtw_timer_t* timer,
+                                                    uint64_t deadline,
+                                                    uint64_t now) {
   uvtw__core_t* core;
-  int waited_for;
   uint64_t e;
 
   core = &wheel->core;
-  /* No pass since the loop's clock moved on (the wheel had nothing due):
-   * bring the wheel's now up to the loop's, so that the timer is filed
-   * relative to the loop's now and a short timeout lands in level 0. */
-  if (now - core->collected_ms >= core->tick_ms && !wheel->in_pass)
-    uvtw__core_catch_up(core, now);
-  /* If the driver is armed for this timer, re-arm it after the move, so
-   * that it does not wake for nothing. */
-  waited_for = uvtw__driver_waits_for(wheel, timer);
-  e = uvtw__core_start(core, timer, deadline);
-  if (waited_for) {
-    uvtw__driver_update(wheel);
-  } else {
-    uvtw__driver_earlier(wheel, e);
-    uvtw__driver_sync_ref(wheel);
-  }
+  catch_up(wheel, now);
+  timer->start_id_ = core->next_start_id++;
+  timer->deadline_ = deadline;
+  uvtw__core_count(core, timer, 1);
+  e = uvtw__core_tick_of(core, deadline);
+  uvtw__core_file(core, timer, e);
+  uvtw__driver_earlier(wheel, e);
+  uvtw__driver_sync_ref(wheel);
   return 0;
 }
 
@@ -68,6 +65,55 @@ waits_with_neighbour(const uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
 }
 
 
+/* Moves an active timer that the lazy re-arm does not cover. */
+static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
+                                                   uvtw_timer_t* timer,
+                                                   uint64_t deadline,
+                                                   uint64_t now) {
+  uvtw__core_t* core;
+  int waited_for;
+  uint64_t e;
+
+  core = &wheel->core;
+  /* Later, in a slot, and the driver waits for its tick: lazy still if a
+   * neighbour in its slot is due at the same tick (the driver keeps work
+   * there, and stays exact). */
+  if (deadline >= timer->deadline_ &&
+      timer->deadline_ > core->collected_ms &&
+      waits_with_neighbour(wheel, timer)) {
+    timer->start_id_ = core->next_start_id++;
+    timer->deadline_ = deadline;
+    return 0;
+  }
+  catch_up(wheel, now);
+  /* If the driver is armed for this timer, re-arm it after the move, so
+   * that it does not wake for nothing. */
+  waited_for = uvtw__driver_waits_for(wheel, timer);
+  e = uvtw__core_start(core, timer, deadline);
+  if (waited_for) {
+    uvtw__driver_update(wheel);
+  } else {
+    uvtw__driver_earlier(wheel, e);
+    uvtw__driver_sync_ref(wheel);
+  }
+  return 0;
+}
+
+
+/* timeout 0: the driver may be held for the timers phase now running
+ * (uvtw__driver_due_start).  Out of line, as rare in a hot loop. */
+static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
+                                               uvtw_timer_t* timer) {
+  uint64_t now;
+
+  uvtw__driver_due_start(wheel);
+  now = uvtw__loop_now(wheel->loop);
+  if (timer->link_.next != NULL)
+    return restart_filed(wheel, timer, now, now);
+  return start_inactive(wheel, timer, now, now);
+}
+
+
 int uvtw_timer_start(uvtw_timer_t* timer,
                      uvtw_timer_cb cb,
                      uint64_t timeout,
@@ -81,30 +127,30 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   wheel = timer->wheel_;
   if (wheel->closing)
     return UV_ECANCELED;
-  if (timeout == 0)
-    uvtw__driver_due_start(wheel);
-  now = loop_now(wheel->loop);
-  deadline = uvtw__sat_add(now, timeout);
   timer->cb_ = cb;
   timer->repeat_ = repeat;
+  if (timeout == 0)
+    return start_due(wheel, timer);
+  now = uvtw__loop_now(wheel->loop);
+  deadline = uvtw__sat_add(now, timeout);
+  if (timer->link_.next == NULL)
+    return start_inactive(wheel, timer, deadline, now);
   /* The idle-timeout pattern: an active timer waiting in a slot, pushed
    * later, touching only the timer (the lazy re-arm).  Not if the driver
    * waits for this timer (uvtw__driver_waits_for, unrolled: the timer is
    * active here), unless the driver was armed for a slot too crowded to
-   * tighten (its wake-up there may be early anyway, and re-filing would
-   * not move it), or a neighbour in its slot is due at the same tick: then
-   * the driver still has work at its tick, and stays exact. */
-  if (timer->link_.next != NULL && deadline >= timer->deadline_ &&
+   * tighten: its wake-up there may be early anyway, and re-filing would
+   * not move it.  (restart_filed makes one more exception.) */
+  if (deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
       (uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
            wheel->armed_tick ||
-       wheel->in_pass || wheel->armed_crowded ||
-       waits_with_neighbour(wheel, timer))) {
+       wheel->in_pass || wheel->armed_crowded)) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;
   }
-  return start_filed(wheel, timer, deadline, now);
+  return restart_filed(wheel, timer, deadline, now);
 }
 
 
@@ -153,7 +199,7 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
     return 0;
   core = &timer->wheel_->core;
   due_ms = uvtw__core_ms_of(core, uvtw__core_tick_of(core, timer->deadline_));
-  now = loop_now(timer->wheel_->loop);
+  now = uvtw__loop_now(timer->wheel_->loop);
   return due_ms > now ? due_ms - now : 0;
 }
 

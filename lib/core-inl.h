@@ -52,19 +52,22 @@ static inline void uvtw__core_count(uvtw__core_t* core,
 }
 
 
-/* Marks slot s occupied; the caller appends to it. */
-static inline void uvtw__core_occupy(uvtw__core_t* core,
-                                     unsigned s,
-                                     uint64_t e) {
+/* Marks level-0 slot s occupied; the caller appends to it. */
+static inline void uvtw__core_occupy_l0(uvtw__core_t* core, unsigned s) {
+  core->occupied[s / UVTW__WORD_BITS] |= (uint64_t) 1 << (s % UVTW__WORD_BITS);
+  core->l0_words |= (uint64_t) 1 << (s / UVTW__WORD_BITS);
+}
+
+
+/* Marks upper slot s occupied by a timer of expiry tick e, keeping its
+ * minimum and count; the caller appends to it. */
+static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
+                                           unsigned s,
+                                           uint64_t e) {
   uint64_t bit;
   unsigned u;
 
   bit = (uint64_t) 1 << (s % UVTW__WORD_BITS);
-  if (s < UVTW__L0_SLOTS) {
-    core->occupied[s / UVTW__WORD_BITS] |= bit;
-    core->l0_words |= (uint64_t) 1 << (s / UVTW__WORD_BITS);
-    return;
-  }
   u = uvtw__upper_index(s);
   if (!(core->occupied[s / UVTW__WORD_BITS] & bit)) {
     core->occupied[s / UVTW__WORD_BITS] |= bit;
@@ -76,6 +79,17 @@ static inline void uvtw__core_occupy(uvtw__core_t* core,
     if (++core->count[u] > core->precascade_chunk)
       core->big_levels |= 1u << (1 + u / UVTW__LN_SLOTS);
   }
+}
+
+
+/* Marks slot s occupied; the caller appends to it. */
+static inline void uvtw__core_occupy(uvtw__core_t* core,
+                                     unsigned s,
+                                     uint64_t e) {
+  if (s < UVTW__L0_SLOTS)
+    uvtw__core_occupy_l0(core, s);
+  else
+    uvtw__core_occupy_upper(core, s, e);
 }
 
 
@@ -105,16 +119,20 @@ static inline void uvtw__core_file(uvtw__core_t* core,
   d = e - core->now_tick;
   if (d < UVTW__L0_SLOTS) {
     s = (unsigned) (e & (UVTW__L0_SLOTS - 1));
+    uvtw__core_occupy_l0(core, s);
   } else {
     len = 64 - (unsigned) __builtin_clzll(d);
     if (len > UVTW__FILE_MAX_LEN) {
       uvtw__list_append(&core->overflow, &t->link_);
       return;
     }
+    /* level >= 1: uvtw__core_slot() without its level-0 cases. */
     level = (len - UVTW__L0_BITS + UVTW__LN_BITS - 1) / UVTW__LN_BITS;
-    s = uvtw__core_slot(level, e);
+    s = UVTW__L0_SLOTS + UVTW__LN_SLOTS * (level - 1) +
+        (unsigned) ((e >> (UVTW__L0_BITS + UVTW__LN_BITS * (level - 1))) &
+                    (UVTW__LN_SLOTS - 1));
+    uvtw__core_occupy_upper(core, s, e);
   }
-  uvtw__core_occupy(core, s, e);
   uvtw__list_append(&core->slots[s], &t->link_);
 }
 

@@ -140,12 +140,16 @@ int uvtw_timer_start(uvtw_timer_t* timer,
    * waits for this timer (uvtw__driver_waits_for, unrolled: the timer is
    * active here), unless the driver was armed for a slot too crowded to
    * tighten: its wake-up there may be early anyway, and re-filing would
-   * not move it.  (restart_filed makes one more exception.) */
+   * not move it.  (restart_filed makes one more exception.)  The crowded
+   * test comes first: when many timers share the armed tick, whether this
+   * one does is a coin toss for the branch predictor, while the outcome
+   * (lazy) is the same either way. */
   if (deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
-      (uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
+      (wheel->armed_crowded ||
+       uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
            wheel->armed_tick ||
-       wheel->in_pass || wheel->armed_crowded)) {
+       wheel->in_pass)) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;

@@ -64,7 +64,9 @@ struct uvtw_wheel_s {
   uint64_t armed_tick;
   /* The armed tick is the bound of a slot too crowded to tighten
    * (uvtw__core_tighten): the wake-up there may be early already, so a
-   * lazy re-arm of a timer due at it costs nothing in exactness. */
+   * lazy re-arm of a timer due at it costs nothing in exactness.  Cleared
+   * when a timer leaves a slot by the timer API (stop, re-file), since the
+   * slot may have shrunk; set again by the next tighten. */
   int armed_crowded;
   int driver_ref;      /* uv_ref state of the driver (and of rearm) */
   int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */

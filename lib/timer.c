@@ -90,6 +90,11 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
    * that it does not wake for nothing. */
   waited_for = uvtw__driver_waits_for(wheel, timer);
   e = uvtw__core_start(core, timer, deadline);
+  /* A timer left its slot: if that was the crowded one the driver is armed
+   * for, it may hold few enough timers to tighten now, and a lazy re-arm
+   * at the armed tick must not leave the wake-up early.  Forget the flag;
+   * the next re-arm of the driver (tighten) sets it again if it holds. */
+  wheel->armed_crowded = 0;
   if (waited_for) {
     uvtw__driver_update(wheel);
   } else {
@@ -167,6 +172,8 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   wheel = timer->wheel_;
   waited_for = uvtw__driver_waits_for(wheel, timer);
   uvtw__core_stop(&wheel->core, timer);
+  /* The slot it left may no longer be crowded (see restart_filed). */
+  wheel->armed_crowded = 0;
   if (waited_for)
     uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
   else

@@ -79,7 +79,8 @@ static void driver_cb(uv_timer_t* driver) {
   int crowded;
 
   wheel = driver->data;
-  wheel->armed_tick = UVTW__DRIVER_DISARMED; /* a one-shot uv_timer_t: now inactive */
+  /* A one-shot uv_timer_t: inactive now that it runs its callback. */
+  wheel->armed_tick = UVTW__DRIVER_DISARMED;
   wheel->driver_wakeups++;
   uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
   if (wheel->defer_from_id != UVTW__NO_DEFER) {
@@ -89,7 +90,8 @@ static void driver_cb(uv_timer_t* driver) {
   }
   wheel->in_pass = 1;
   while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core, uvtw__loop_now(wheel->loop)))) {
+         (timer = uvtw__core_pop_due(&wheel->core,
+                                     uvtw__loop_now(wheel->loop)))) {
     wheel->fired++;
     timer->cb_(timer);
   }

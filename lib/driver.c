@@ -92,7 +92,7 @@ static void driver_cb(uv_timer_t* driver) {
   while (!wheel->closing &&
          (timer = uvtw__core_pop_due(&wheel->core,
                                      uvtw__loop_now(wheel->loop)))) {
-    wheel->fired++;
+    wheel->timers_fired += !uvtw__task_owns(timer);
     timer->cb_(timer);
   }
   wheel->in_pass = 0;

@@ -78,7 +78,7 @@ struct uvtw_wheel_s {
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
   uint64_t driver_wakeups;
-  uint64_t fired;
+  uint64_t timers_fired; /* timer callbacks run (a task counts in tasks.run) */
   uvtw__tasks_t tasks;
 };
 

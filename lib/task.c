@@ -121,7 +121,6 @@ static _Thread_local uvtw__task_t* current_task;
  * token the wheel recorded at creation. */
 static _Thread_local char thread_token;
 
-static void task_fire(uvtw_timer_t* timer);
 
 
 static uvtw__task_t* task_of(uvtw_timer_t* timer) {
@@ -478,7 +477,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer = &node->timer;
   timer->link_.next = NULL;
   timer->wheel_ = wheel;
-  timer->cb_ = task_fire;
+  timer->cb_ = uvtw__task_fire;
   timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
   timer->unref_ = 0;
   node->location = AT_WHEEL;
@@ -558,7 +557,7 @@ static void after_work_cb(uv_work_t* req, int status);
 
 
 /* The timer callback of every task: runs it, or sends it to the pool. */
-static void task_fire(uvtw_timer_t* timer) {
+void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
   uvtw__task_t* outer;
@@ -569,7 +568,6 @@ static void task_fire(uvtw_timer_t* timer) {
 
   node = task_of(timer);
   wheel = timer->wheel_;
-  wheel->tasks.fires++;
   if (timer->link_.next == NULL)
     count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
   UVTW__ASSERT(node->location == AT_WHEEL);
@@ -751,8 +749,8 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
   wheel = arg;
   node = task_of(timer);
   unfile(wheel, node);
-  /* Close called from this task's own callback: task_fire ends it after the
-   * callback returns (even if it cancelled itself first). */
+  /* Close called from this task's own callback: uvtw__task_fire ends it
+   * after the callback returns (even if it cancelled itself first). */
   if (node == current_task)
     return;
   if (!queue_final_call(wheel, node, T_PENDING))
@@ -875,11 +873,6 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
     free(w);
   }
   uvtw__pool_destroy(&wheel->tasks.pool);
-}
-
-
-int uvtw__task_owns(const uvtw_timer_t* timer) {
-  return timer->cb_ == task_fire;
 }
 
 

@@ -86,7 +86,6 @@ typedef struct uvtw__tasks_s {
   _Atomic uint64_t filed;
   uint64_t accepted;
   uint64_t run;      /* task callbacks run with status 0 */
-  uint64_t fires;    /* task timers popped by the driver */
   uint64_t cancelled;
   uint64_t closed;
   uint64_t high_water;
@@ -104,8 +103,13 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 /* The uv_async_t callback: drains the submission stack in bounded batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);
+/* The callback of every task's timer: runs the task on the loop or hands
+ * it to the threadpool. */
+void uvtw__task_fire(uvtw_timer_t* timer);
 /* Non-zero if `timer` is a task's (its callback is the tasks' own). */
-int uvtw__task_owns(const uvtw_timer_t* timer);
+static inline int uvtw__task_owns(const uvtw_timer_t* timer) {
+  return timer->cb_ == uvtw__task_fire;
+}
 /* Task timers active in the core (any thread; a snapshot). */
 uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 /* Close, step 1 (wheel.c): called once by uvtw_wheel_close, before the

@@ -72,7 +72,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
   wheel->driver_wakeups = 0;
-  wheel->fired = 0;
+  wheel->timers_fired = 0;
 
   err = uvtw__tasks_init(wheel, opts->max_tasks);
   if (err != 0) {
@@ -188,9 +188,8 @@ static uint64_t timers_active(const uvtw_wheel_t* wheel) {
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   out->timers_active = timers_active(wheel);
   out->tasks_live = uvtw__tasks_live(wheel);
-  /* The driver counts every timer it pops, a task's too; a task counts as
-   * fired when its callback runs, wherever that is. */
-  out->fired = wheel->fired - wheel->tasks.fires + wheel->tasks.run;
+  /* A task counts as fired when its callback runs, wherever that is. */
+  out->fired = wheel->timers_fired + wheel->tasks.run;
   out->driver_wakeups = wheel->driver_wakeups;
   out->cascades = wheel->core.cascades;
   out->async_wakeups = wheel->tasks.async_wakeups;

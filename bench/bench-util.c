@@ -24,7 +24,7 @@
 
 typedef int (*clock_gettime_fn)(clockid_t id, struct timespec* ts);
 
-static _Atomic(clock_gettime_fn) real_clock_gettime;
+static void* _Atomic real_clock_gettime;
 
 /* The fake clock's state.  Written only by the thread that runs the timer
  * scenarios, read by every thread that asks libuv for the time. */
@@ -32,19 +32,26 @@ static _Atomic uint64_t fake_offset_ns;
 static _Atomic uint64_t fake_frozen_ns; /* 0 = not frozen */
 
 
-static clock_gettime_fn real_fn(void) {
-  clock_gettime_fn fn;
+/* The next definition of `name` after ours (glibc's), looked up once and
+ * kept in *slot.  Every thread may race here: each finds the same one. */
+static void* real_symbol(void* _Atomic* slot, const char* name) {
+  void* fn;
 
-  fn = atomic_load_explicit(&real_clock_gettime, memory_order_acquire);
+  fn = atomic_load_explicit(slot, memory_order_acquire);
   if (fn == NULL) {
-    fn = (clock_gettime_fn) dlsym(RTLD_NEXT, "clock_gettime");
+    fn = dlsym(RTLD_NEXT, name);
     if (fn == NULL) {
-      fprintf(stderr, "uvtw-bench: dlsym(clock_gettime): %s\n", dlerror());
+      fprintf(stderr, "uvtw-bench: dlsym(%s): %s\n", name, dlerror());
       abort();
     }
-    atomic_store_explicit(&real_clock_gettime, fn, memory_order_release);
+    atomic_store_explicit(slot, fn, memory_order_release);
   }
   return fn;
+}
+
+
+static clock_gettime_fn real_fn(void) {
+  return (clock_gettime_fn) real_symbol(&real_clock_gettime, "clock_gettime");
 }
 
 
@@ -158,17 +165,12 @@ static int fake_poll(int timeout) {
 
 __attribute__((visibility("default"))) int epoll_wait(
     int epfd, struct epoll_event* events, int maxevents, int timeout) {
-  static _Atomic(epoll_wait_fn) real;
-  epoll_wait_fn fn;
+  static void* _Atomic real;
 
   if (fake_poll(timeout))
     return 0;
-  fn = atomic_load_explicit(&real, memory_order_acquire);
-  if (fn == NULL) {
-    fn = (epoll_wait_fn) dlsym(RTLD_NEXT, "epoll_wait");
-    atomic_store_explicit(&real, fn, memory_order_release);
-  }
-  return fn(epfd, events, maxevents, timeout);
+  return ((epoll_wait_fn) real_symbol(&real, "epoll_wait"))(
+      epfd, events, maxevents, timeout);
 }
 
 
@@ -178,17 +180,12 @@ __attribute__((visibility("default"))) int epoll_pwait(
     int maxevents,
     int timeout,
     const sigset_t* sigmask) {
-  static _Atomic(epoll_pwait_fn) real;
-  epoll_pwait_fn fn;
+  static void* _Atomic real;
 
   if (fake_poll(timeout))
     return 0;
-  fn = atomic_load_explicit(&real, memory_order_acquire);
-  if (fn == NULL) {
-    fn = (epoll_pwait_fn) dlsym(RTLD_NEXT, "epoll_pwait");
-    atomic_store_explicit(&real, fn, memory_order_release);
-  }
-  return fn(epfd, events, maxevents, timeout, sigmask);
+  return ((epoll_pwait_fn) real_symbol(&real, "epoll_pwait"))(
+      epfd, events, maxevents, timeout, sigmask);
 }
 
 

@@ -31,9 +31,10 @@
  *                  max_tasks 1, pending is 0 and a new submit is accepted
  *                  before the loop runs again.
  *   cancel_frees   500,000 submit + cancel pairs of 1 h tasks from the loop
- *                  thread, then 250,000 from another thread, paced so that
- *                  the loop keeps up: the heap does not grow with them (a
- *                  cancelled task's memory is not kept until its deadline).
+ *                  thread, then 250,000 from another thread, which waits
+ *                  every 1,000 pairs for a marker task to run: the heap
+ *                  does not grow with them (a cancelled task's memory is
+ *                  not kept until its deadline).
  *                  Measured with glibc's mallinfo2; not asserted under
  *                  sanitizers, whose allocators it cannot see.
  *   liveness       an empty wheel does not keep the loop alive; a drained
@@ -608,6 +609,16 @@ static size_t heap_in_use(void) {
 }
 
 
+static uv_sem_t cf_caught_up;
+
+
+static void cf_marker_cb(void* arg, int status) {
+  (void) arg;
+  ASSERT_EQ(0, status);
+  uv_sem_post(&cf_caught_up);
+}
+
+
 static void cf_pairs(int n, int from_loop) {
   int pace;
 
@@ -622,8 +633,14 @@ static void cf_pairs(int n, int from_loop) {
     pace = i % 1000 == 999;
     if (from_loop && pace)
       one_pass(); /* the loop drains and frees what it must */
-    else if (!from_loop && pace)
-      uv_sleep(1); /* let the loop keep up */
+    else if (!from_loop && pace) {
+      /* Wait until the loop has run a task submitted after these pairs:
+       * it takes submissions in in order, so by then it has drained every
+       * cancelled node before it.  The backlog stays below 1,000 nodes
+       * however slowly the loop thread is scheduled. */
+      ASSERT_EQ(0, uvtw_submit(wheel, 0, 0, 0, cf_marker_cb, NULL, NULL));
+      uv_sem_wait(&cf_caught_up);
+    }
   }
 }
 
@@ -667,21 +684,19 @@ static void cancel_frees(void) {
    * drained its submission, so an unpaced burst leaves a backlog whose
    * memory the wheel may keep for reuse.  Paced, the loop keeps up: the
    * heap must not grow with the number of cancelled tasks. */
+  ASSERT_UV_OK(uv_sem_init(&cf_caught_up, 0));
   ASSERT_UV_OK(uv_thread_create(&tid, cf_thread, NULL));
   run_until(cf_is_done, 0);
   ASSERT_UV_OK(uv_thread_join(&tid));
+  uv_sem_destroy(&cf_caught_up);
   run_for(10);
   used = heap_in_use();
   printf(
       "cancel_frees: heap %zu -> %zu bytes after %d more pairs on "
       "another thread\n",
       base, used, cf_n / 2);
-  /* Kept until their deadline, these 250,000 nodes would take >= 48 MB.
-   * The bound leaves room for a backlog: on a loaded machine the loop
-   * thread can be descheduled for tens of ms while the producer goes on
-   * (13.2 MB was seen once at load ~5 on 2 cores). */
   if (HAVE_MALLINFO)
-    ASSERT_ULT(used, base + 24 * 1024 * 1024);
+    ASSERT_ULT(used, base + 4 * 1024 * 1024);
   ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
   teardown();
 }

@@ -22,7 +22,7 @@
  *   lazy re-arm  restarting a filed timer to a later deadline by rewriting
  *                only its deadline; its old slot comes due first and
  *                re-files it then.
- *   notice       a cancelled task's node pushed on the submission stack, so
+ *   notice       a cancelled task's id put in the canceller's queue, so
  *                the loop unfiles its timer promptly (task.c).
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
  *                wheel closes. */

@@ -4,11 +4,12 @@
  *
  * Chunk c holds UVTW__CHUNK0 << c nodes and is never moved or freed before
  * the wheel is, so a node's address is stable and the chunk table is read
- * without a lock.  Producers pop freed nodes from a Treiber stack whose head
- * carries an ABA tag, or take a never-used node by a bump index; only
- * allocating a new chunk takes a mutex.  The loop thread returns ended
- * nodes in batches: they collect on a private chain, which one CAS pushes
- * on the free list (uvtw__pool_flush).
+ * without a lock.  Free nodes sit in batches of up to UVTW__BATCH on a
+ * Treiber stack whose head carries an ABA tag: a producer takes a whole
+ * batch into its own cache (task.c) with one CAS, and gives one back when
+ * its cache overflows; the loop thread returns the nodes it ended a batch
+ * at a time.  When no batch is free, a producer takes a never-used node by
+ * a bump index; only allocating a new chunk takes a mutex.
  *
  * Generations.  An id is (index, generation), and every wheel numbers its
  * nodes from 0, so a generation counted per node would make the first task
@@ -70,10 +71,10 @@ static int gen_chunk_ensure(unsigned c) {
 }
 
 
-/* Reserves n generations of the node's index: node->gen is the first,
+/* Reserves n generations of the node's index: *gen gets the first,
  * node->gen_end the end.  Returns non-zero if the index has used up its
  * generations. */
-static int gen_reserve(uvtw__task_t* node, uint64_t n) {
+static int gen_reserve(uvtw__task_t* node, uint64_t n, uint64_t* gen) {
   _Atomic uint64_t* counter;
   uint64_t offset;
   uint64_t used;
@@ -89,7 +90,7 @@ static int gen_reserve(uvtw__task_t* node, uint64_t n) {
   used = atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
   if (used >= UVTW__GEN_MASK - n)
     return 1; /* lost a race for the last block; the counter stays above */
-  node->gen = used + 1;
+  *gen = used + 1;
   node->gen_end = used + 1 + n;
   return 0;
 }
@@ -110,16 +111,23 @@ uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index) {
 }
 
 
-/* Pushes the chain first..last (linked by free_next) on the free list. */
-static void free_push(uvtw__pool_t* pool,
-                      uvtw__task_t* first,
-                      uvtw__task_t* last) {
+/* Links nodes[0..n) by free_next into one batch and pushes it. */
+void uvtw__pool_give_batch(uvtw__pool_t* pool, uvtw__task_t** nodes,
+                           unsigned n) {
+  uvtw__task_t* first;
   uint64_t head;
   uint64_t next;
+  unsigned i;
 
+  UVTW__ASSERT(n >= 1 && n <= UVTW__BATCH);
+  for (i = 0; i + 1 < n; i++)
+    atomic_store_explicit(&nodes[i]->free_next, nodes[i + 1]->index + 1,
+                          memory_order_relaxed);
+  atomic_store_explicit(&nodes[n - 1]->free_next, 0, memory_order_relaxed);
+  first = nodes[0];
   head = atomic_load_explicit(&pool->free_head, memory_order_relaxed);
   do {
-    atomic_store_explicit(&last->free_next, (uint32_t) head,
+    atomic_store_explicit(&first->batch_next, (uint32_t) head,
                           memory_order_relaxed);
     next = (((head >> 32) + 1) << 32) | (first->index + 1);
   } while (!atomic_compare_exchange_weak_explicit(&pool->free_head, &head,
@@ -128,26 +136,37 @@ static void free_push(uvtw__pool_t* pool,
 }
 
 
-static uvtw__task_t* free_pop(uvtw__pool_t* pool) {
+unsigned uvtw__pool_take_batch(uvtw__pool_t* pool, uvtw__task_t** out) {
   uvtw__task_t* node;
   uint64_t head;
   uint64_t next;
+  uint32_t link;
+  unsigned n;
 
   head = atomic_load_explicit(&pool->free_head, memory_order_acquire);
-  while ((uint32_t) head != 0) {
+  for (;;) {
+    if ((uint32_t) head == 0)
+      return 0;
     node = uvtw__pool_node_at(pool, (uint32_t) head - 1);
     if (node == NULL)
       UVTW__UNREACHABLE(); /* a listed node's chunk is published */
-    /* The ABA tag in the high half makes this CAS fail if the node was
-     * popped and pushed again since `head` was read. */
+    /* The ABA tag in the high half makes this CAS fail if the batch was
+     * taken and a batch pushed again since `head` was read. */
     next = (((head >> 32) + 1) << 32) |
-           atomic_load_explicit(&node->free_next, memory_order_relaxed);
+           atomic_load_explicit(&node->batch_next, memory_order_relaxed);
     if (atomic_compare_exchange_weak_explicit(&pool->free_head, &head, next,
                                               memory_order_acquire,
                                               memory_order_acquire))
-      return node;
+      break;
   }
-  return NULL;
+  /* The batch is ours now: nobody else reads its links. */
+  for (n = 0; node != NULL; n++) {
+    UVTW__ASSERT(n < UVTW__BATCH);
+    out[n] = node;
+    link = atomic_load_explicit(&node->free_next, memory_order_relaxed);
+    node = link == 0 ? NULL : uvtw__pool_node_at(pool, link - 1);
+  }
+  return n;
 }
 
 
@@ -192,14 +211,10 @@ static int grow(uvtw__pool_t* pool, uint64_t i) {
 }
 
 
-/* A node for a new task: a freed one, else the next never-used one. */
-uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool) {
+uvtw__task_t* uvtw__pool_alloc_new(uvtw__pool_t* pool, uint64_t* gen) {
   uvtw__task_t* node;
   uint64_t i;
 
-  node = free_pop(pool);
-  if (node != NULL)
-    return node;
   do {
     i = atomic_fetch_add_explicit(&pool->bump, 1, memory_order_relaxed);
     while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
@@ -207,35 +222,35 @@ uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool) {
         return NULL;
     node = uvtw__pool_node_at(pool, (uint32_t) i);
     node->index = (uint32_t) i;
-  } while (gen_reserve(node, GEN_FIRST) != 0); /* a worn-out index: skip */
+  } while (gen_reserve(node, GEN_FIRST, gen) != 0); /* a worn-out index */
   return node;
 }
 
 
+uint64_t uvtw__pool_next_gen(uvtw__task_t* node, uint64_t gen) {
+  UVTW__ASSERT(gen < node->gen_end);
+  gen++;
+  if (gen == node->gen_end && gen_reserve(node, GEN_BLOCK, &gen) != 0)
+    return 0; /* retired: its index has no generation left */
+  return gen;
+}
+
+
 /* Loop thread: the node has ended and will not be touched again.  It joins
- * a local chain that uvtw__pool_flush pushes on the free list with one CAS,
- * so that the loop does not fight the producers for the free list's cache
- * line once per task. */
+ * a local batch, so that the loop does not fight the producers for the free
+ * stack's cache line once per task. */
 void uvtw__pool_release(uvtw__pool_t* pool, uvtw__task_t* node) {
-  UVTW__ASSERT(node->gen < node->gen_end);
-  node->gen++;
-  if (node->gen == node->gen_end && gen_reserve(node, GEN_BLOCK) != 0)
-    return; /* retired: its index has no generation left */
-  atomic_store_explicit(&node->free_next,
-                        pool->freed != NULL ? pool->freed->index + 1 : 0,
-                        memory_order_relaxed);
-  if (pool->freed == NULL)
-    pool->freed_last = node;
-  pool->freed = node;
+  pool->freed[pool->nfreed++] = node;
+  if (pool->nfreed == UVTW__BATCH)
+    uvtw__pool_flush(pool);
 }
 
 
 void uvtw__pool_flush(uvtw__pool_t* pool) {
-  if (pool->freed == NULL)
+  if (pool->nfreed == 0)
     return;
-  free_push(pool, pool->freed, pool->freed_last);
-  pool->freed = NULL;
-  pool->freed_last = NULL;
+  uvtw__pool_give_batch(pool, pool->freed, pool->nfreed);
+  pool->nfreed = 0;
 }
 
 
@@ -250,8 +265,7 @@ int uvtw__pool_init(uvtw__pool_t* pool) {
     pool->chunk_mem[c] = NULL;
   }
   pool->nchunks = 0;
-  pool->freed = NULL;
-  pool->freed_last = NULL;
+  pool->nfreed = 0;
   return uv_mutex_init(&pool->grow_lock);
 }
 

@@ -29,8 +29,14 @@ _Static_assert((uint64_t) UVTW__CHUNK0 * ((1u << UVTW__CHUNKS) - 1) <=
                    (uint64_t) 1 << UVTW__INDEX_BITS,
                "every node index fits in an id");
 
+/* Free nodes travel in batches of up to UVTW__BATCH: producers take and
+ * give back a batch with one CAS, and the loop returns the nodes it ended
+ * a batch at a time. */
+#define UVTW__BATCH 32
+
 typedef struct uvtw__pool_s {
-  /* Free nodes: (ABA tag << 32) | (index + 1). */
+  /* Stack of free batches: (ABA tag << 32) | (index + 1 of the head node
+   * of the top batch). */
   _Atomic uint64_t free_head;
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS]; /* 64-byte aligned */
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned, under grow_lock */
@@ -38,27 +44,40 @@ typedef struct uvtw__pool_s {
   _Atomic uint64_t capacity; /* nodes in the published chunks */
   uv_mutex_t grow_lock;      /* slow path only: allocating a chunk */
   unsigned nchunks;          /* under grow_lock */
-  /* Loop thread only: released, not yet on the free list. */
-  uvtw__task_t* freed;
-  uvtw__task_t* freed_last;
+  /* Loop thread only: released, not yet on the free stack. */
+  unsigned nfreed;
+  uvtw__task_t* freed[UVTW__BATCH];
 } uvtw__pool_t;
 
 int uvtw__pool_init(uvtw__pool_t* pool);
-/* Frees the chunks; every node must be free. */
+/* Frees the chunks. */
 void uvtw__pool_destroy(uvtw__pool_t* pool);
 
 /* The node with this index, or NULL if its chunk does not exist (an id
  * that was never issued).  Any thread. */
 uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index);
 
-/* A node for a new task: a freed one, else the next never-used one (zeroed:
- * its state word is 0).  node->gen is the generation this use carries.
- * NULL when out of memory.  Any thread. */
-uvtw__task_t* uvtw__pool_alloc(uvtw__pool_t* pool);
+/* A never-used node (zeroed), with the first generation of its index in
+ * *gen.  NULL when out of memory.  Any thread. */
+uvtw__task_t* uvtw__pool_alloc_new(uvtw__pool_t* pool, uint64_t* gen);
 
-/* Loop thread: returns an ended node, and moves it to its next generation;
- * it becomes reusable at the next uvtw__pool_flush.  A node whose index has
- * used up its generations is retired instead: never handed out again. */
+/* Pops one free batch into out[] (room for UVTW__BATCH); returns its
+ * length, 0 if none is free.  Any thread. */
+unsigned uvtw__pool_take_batch(uvtw__pool_t* pool, uvtw__task_t** out);
+
+/* Pushes n (1..UVTW__BATCH) free nodes as one batch.  Any thread. */
+void uvtw__pool_give_batch(uvtw__pool_t* pool, uvtw__task_t** nodes,
+                           unsigned n);
+
+/* The generation that the next use of an ended node carries, whose last
+ * use carried `gen`; 0 if its index has used up its generations (the node
+ * is retired: never handed out again).  Called by the one thread that
+ * owns the ended node. */
+uint64_t uvtw__pool_next_gen(uvtw__task_t* node, uint64_t gen);
+
+/* Loop thread: a released node (already given its next generation) joins
+ * the loop's batch, which goes on the free stack when full, or at
+ * uvtw__pool_flush. */
 void uvtw__pool_release(uvtw__pool_t* pool, uvtw__task_t* node);
 void uvtw__pool_flush(uvtw__pool_t* pool);
 

@@ -3,37 +3,45 @@
  *
  * A task is a node from a per-wheel pool.  Its life:
  *
- *   producer: pop a free node (lock-free), or take a never-used one by a
- *             bump index (a mutex only to allocate a new chunk), fill it,
- *             push it on the submission stack; the push that finds the
- *             stack empty sends the one uv_async_send of that batch.
- *   loop:     the async callback takes the whole stack, reverses it (FIFO)
- *             and files each task's timer in the wheel, for the deadline
- *             "uv_hrtime at submit + delay".
+ *   producer: take a free node from the thread's own record (one per
+ *             thread and wheel; a free batch from the pool refills it),
+ *             fill it, and put its id in the record's queue, which only
+ *             this thread fills and only the loop empties; wake the loop,
+ *             unless a wake-up is pending that the loop has not begun to
+ *             serve.
+ *   loop:     the async callback empties every record's queue, oldest
+ *             first, and files each task's timer in the wheel, for the
+ *             deadline "uv_hrtime at submit + delay".
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work, with a request (uvtw__work_t) that it
  *             holds only until after_work, and comes back in after_work.
  *
+ * So a submit writes only its own record's lines and its node's first
+ * line, and the loop reads queue slots (8 ids per cache line) instead of
+ * chasing links through nodes.  A queue is a chain of one-page blocks
+ * (uvtw__block_t) that the loop hands back to the producer once read, so
+ * it never fills up and one producer's tasks reach the loop in order.
+ *
  * The state word.  Each node has one atomic word: generation << 16 |
- * IN_STACK | state.  Every transition that another thread could race with
+ * flags | state.  Every transition that another thread could race with
  * is one CAS on it, so a cancel and an expiry (or close) racing for the
  * same task see exactly one winner, and a stale id, whose generation no
  * longer matches, changes nothing.  Every move of a live task goes through
- * move(), which checks it against the diagram; plain stores only take a
- * free node to PENDING (submit) and an ended one to FREE (release_node),
- * when no other thread can move its state.  Each use of a node carries a
- * new generation, one that no use of the same index in any wheel of the
+ * move() or a CAS that checks it against the diagram; plain stores only
+ * take a free node to PENDING (submit) and an ended one to FREE, when no
+ * other thread can move its state.  Each use of a node carries a new
+ * generation, one that no use of the same index in any wheel of the
  * process carried before (task-pool.c), so an id is never reused, and
  * names nothing on another wheel.
  *
- *   PENDING   waiting (in the stack, the wheel, or between pool runs)
+ *   PENDING   waiting (in a queue, the wheel, or between pool runs)
  *   QUEUED    handed to uv_queue_work, not started
  *   RUNNING   callback executing
  *   STOPPING  running, and a cancel from another thread returned EBUSY
  *   CANCELLED ended by a cancel that returned 0
  *   DONE      ended by its (last) run
  *   CLOSED    owed its final UV_ECANCELED call (wheel closing)
- *   FREE      in the free list
+ *   FREE      in a record's cache or the pool
  *
  *   cancel: PENDING/QUEUED -> CANCELLED (0); RUNNING -> STOPPING (EBUSY), or
  *           from the task's own callback: repeating -> CANCELLED (0),
@@ -44,19 +52,46 @@
  *           CLOSED, a repeating task's RUNNING -> CLOSED after its run, and
  *           CLOSED -> DONE after its final call.
  *
- * IN_STACK says the node is linked in the submission stack.  A cancel that
- * wins against a node not in the stack pushes it there as a notice, so the
- * loop unlinks the cancelled timer promptly instead of at its deadline.
- * The loop frees a node once it is ended, not in the stack (IN_STACK
- * clear) and not on the threadpool; both are checked on the loop thread.
+ * Who owns a node, by its flags:
+ *   IN_RING   its id is in a producer's queue slot that the loop has not
+ *             taken.  The loop takes it with a CAS that clears the flag.  A
+ *             cancel that wins against it clears the flag too, and then
+ *             owns the node: the loop never saw the task, so the canceller
+ *             marks the slot (TOMBSTONE) and frees the node into its own
+ *             cache at once (a loop that read the id first finds the flag
+ *             gone, or a newer generation, and skips it).  Not for a task
+ *             submitted on the loop thread (LOOP_HELD), which the loop
+ *             counted already: that one keeps IN_RING, and the loop frees it
+ *             when it reads the slot.
+ *   NOTICE    a cancel won after the loop took the task in, and put the id
+ *             in its own queue, so that the loop unfiles the timer promptly
+ *             instead of at its deadline.
+ *   IN_STACK  the same, for a cancel made without a record (out of
+ *             memory): the node is on the wheel's stack.
+ * The loop frees a node once it is ended, none of these is set, and it is
+ * not on the threadpool; all checked on the loop thread.
  *
- * live_word.  CLOSING | CLOSED | calls in flight << 40 | live tasks.  A
- * submit reserves its place and checks for close in one CAS; submit and
- * cancel count themselves in flight for as long as they touch the wheel.
- * Close finishes with the tasks by one CAS that sets CLOSED only when no
- * task is live and no call is inside; from then on no call enters, so the
- * wheel can be freed.  Until then close never blocks the loop: it looks
- * again on the next loop iteration.
+ * Counting.  A live task is one submitted and not ended.  Each record
+ * counts its thread's submits and cancels, the loop its own ends, so no
+ * line is written by every task's producer and its consumer:
+ *   live = sum(submitted) - sum(ended) - loop_ended - ended_shared,
+ * read ends first, so that an end is never counted without its submit.
+ * With max_tasks set, a submit also reserves its place in `reserved` by
+ * one CAS and every end returns it: exact, at the price of one shared
+ * line.  The loop holds itself alive for the tasks it has taken in (and
+ * for those submitted on its own thread): `held`.
+ *
+ * Close.  A submit counts itself in `submitted`, publishes its task, and
+ * only then, after the full barrier of the publish, looks for CLOSING;
+ * close sets CLOSING (seq_cst) and finishes with the tasks only once it
+ * counts none live.  So either close sees the count, and waits for the task
+ * to reach the loop and get its final call, or the submit sees CLOSING and
+ * takes its task back (UV_ECANCELED), unless the loop took it in already
+ * (then it gets its final call, and the submit returns 0).  A cancel that
+ * ends a task counts the end last, after its notice and wake-up, so close
+ * cannot finish under it.  The wheel, its pool and its records are freed
+ * after the close
+ * callback, before which every call must have returned.
  */
 
 #include <stdlib.h>
@@ -79,9 +114,14 @@ enum {
 enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 #define STATE_MASK ((uint64_t) 0xff)
-#define IN_STACK ((uint64_t) 0x100)
+#define IN_RING ((uint64_t) 0x100) /* in a producer's queue */
+#define IN_STACK ((uint64_t) 0x200)
+#define NOTICE ((uint64_t) 0x400)
 /* UVTW_THREADPOOL: set by submit, fixed for the task's life. */
-#define POOL ((uint64_t) 0x200)
+#define POOL ((uint64_t) 0x800)
+/* Submitted on the loop thread, which counted it in `held` at once. */
+#define LOOP_HELD ((uint64_t) 0x1000)
+#define QUEUE_FLAGS (IN_RING | IN_STACK | NOTICE)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)
@@ -90,7 +130,7 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 /* The moves of the diagram above, as the states each state may move to;
  * move() checks every move against it.  (FREE -> PENDING is submit's plain
- * store, CANCELLED/DONE -> FREE release_node's.) */
+ * store, CANCELLED/DONE -> FREE recycle's.) */
 static const unsigned legal_moves[] = {
     [T_FREE] = 0,
     [T_PENDING] = S(T_QUEUED) | S(T_RUNNING) | S(T_CANCELLED) | S(T_CLOSED),
@@ -103,28 +143,51 @@ static const unsigned legal_moves[] = {
     [T_CLOSED] = S(T_DONE),
 };
 
-#define CLOSING ((uint64_t) 1 << 63) /* uvtw_wheel_close has begun */
-#define CLOSED ((uint64_t) 1 << 62)  /* close is done with the tasks */
-#define INFLIGHT ((uint64_t) 1 << 40) /* one call inside submit/cancel */
-#define INFLIGHT_MASK (CLOSED - INFLIGHT) /* 22 bits: 4M calls at once */
-#define LIVE_MASK (INFLIGHT - 1)          /* 40 bits; nodes are < 2^28 */
+#define CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
+#define CLOSED ((uint64_t) 2)  /* close is done with the tasks */
 
-/* Tasks one async callback files before yielding to the rest of the loop;
- * the remainder waits for the next iteration. */
+/* A slot whose task a cancel took back: index 1, generation 0, which no
+ * id carries. */
+#define TOMBSTONE ((uint64_t) 1 << UVTW__GEN_BITS)
+
+/* Tasks one async callback takes in before yielding to the rest of the
+ * loop; the remainder waits for the next iteration. */
 #define DRAIN_BATCH 4096
+
+/* Thread-local records: the last few (wheel, serial) pairs this thread
+ * used, so that a call finds its record without a search. */
+#define TLS_RECORDS 4
+
+typedef struct {
+  const uvtw_wheel_t* wheel;
+  uint64_t serial;
+  uvtw__producer_t* rec;
+} tls_record_t;
+
+static _Thread_local tls_record_t tls_records[TLS_RECORDS];
+static _Thread_local unsigned tls_next;
+
+/* Serials of wheels, process-wide; 0 is never one. */
+static _Atomic uint64_t wheel_serials;
 
 /* The task whose callback runs on this thread, to tell a cancel from inside
  * its own callback. */
 static _Thread_local uvtw__task_t* current_task;
 
 /* Its address names the calling thread: the loop thread is the one whose
- * token the wheel recorded at creation. */
+ * token the wheel recorded at creation, and a record belongs to the thread
+ * whose token it holds. */
 static _Thread_local char thread_token;
 
 
 
 static uvtw__task_t* task_of(uvtw_timer_t* timer) {
   return uvtw__container_of(timer, uvtw__task_t, timer);
+}
+
+
+static uvtw_id_t id_of(const uvtw__task_t* node, uint64_t gen) {
+  return (uint64_t) node->index << UVTW__GEN_BITS | gen;
 }
 
 
@@ -159,37 +222,202 @@ static int move(uvtw__task_t* node,
 }
 
 
-/* Loop thread: the node has ended; the pool recycles it under a new
- * generation (or retires it).  Its id stays the ended task's, so a late
- * cancel finds it FREE: UV_ENOENT. */
-static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+/* The one thread that owns an ended node gives it its next generation and
+ * makes it FREE.  Its id stays the ended task's, so a late cancel finds a
+ * newer generation: UV_ENOENT.  Returns 0 if the node is retired (its index
+ * has no generation left): it is never handed out again. */
+static int recycle(uvtw__task_t* node) {
   uint64_t word;
+  uint64_t gen;
 
   word = atomic_load_explicit(&node->state, memory_order_relaxed);
   UVTW__ASSERT(STATE(word) == T_CANCELLED || STATE(word) == T_DONE);
-  UVTW__ASSERT(!(word & IN_STACK) && node->location == AT_NONE);
-  UVTW__ASSERT(node->work == NULL);
-  node->taken_in = 0; /* here, so that a submit writes only line 1 */
-  atomic_store_explicit(&node->state, WITH_STATE(word, T_FREE),
+  gen = uvtw__pool_next_gen(node, GEN(word));
+  atomic_store_explicit(&node->state, gen << GEN_SHIFT | T_FREE,
                         memory_order_release);
-  uvtw__pool_release(&tasks->pool, node);
+  return gen != 0;
 }
 
 
-/* Liveness.  Live tasks keep the loop alive the way uv_queue_work requests
- * do: the loop thread references the (otherwise unreferenced) async handle
- * while any task is live, and drops the reference once none is.  Only the
- * loop thread may call uv_ref, so a submit from the loop thread takes the
- * reference itself, at once; a submit from another thread is taken in by
- * the async callback, which then holds the loop.  A task that ends on
- * another thread (a cancel, a pool run) always leads the loop back here:
- * the cancel's notice or the run's after_work_cb. */
+/* ---- producer records --------------------------------------------------- */
+
+/* A zeroed block for the owner's queue: a consumed one, or a new one. */
+static uvtw__block_t* block_new(uvtw__producer_t* rec) {
+  uvtw__block_t* b;
+
+  if (rec->spare == NULL)
+    rec->spare = atomic_exchange_explicit(&rec->returned, NULL,
+                                          memory_order_acquire);
+  b = rec->spare;
+  if (b != NULL) {
+    rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
+  } else {
+    b = aligned_alloc(64, sizeof(*b));
+    if (b == NULL)
+      return NULL;
+    memset(b, 0, sizeof(*b));
+    b->all_next = rec->blocks;
+    rec->blocks = b;
+  }
+  atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
+  return b;
+}
+
+
+static uvtw__producer_t* record_find(uvtw_wheel_t* wheel) {
+  uvtw__producer_t* rec;
+  tls_record_t* e;
+  unsigned i;
+
+  for (i = 0; i < TLS_RECORDS; i++) {
+    e = &tls_records[i];
+    if (e->wheel == wheel && e->serial == wheel->tasks.serial)
+      return e->rec;
+  }
+  /* Not cached: this thread's record, or one left by an exited thread
+   * whose thread-local block this thread now has (so it is this thread's
+   * too), or a new one. */
+  for (rec = atomic_load_explicit(&wheel->tasks.producers,
+                                  memory_order_acquire);
+       rec != NULL; rec = rec->next)
+    if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
+        &thread_token)
+      break;
+  if (rec == NULL) {
+    rec = aligned_alloc(64, sizeof(*rec));
+    if (rec == NULL)
+      return NULL;
+    memset(rec, 0, sizeof(*rec));
+    rec->wblock = block_new(rec);
+    if (rec->wblock == NULL) {
+      free(rec);
+      return NULL;
+    }
+    rec->rblock = rec->wblock;
+    atomic_init(&rec->owner, &thread_token);
+    rec->next = atomic_load_explicit(&wheel->tasks.producers,
+                                     memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(
+        &wheel->tasks.producers, &rec->next, rec, memory_order_release,
+        memory_order_relaxed))
+      ;
+  }
+  e = &tls_records[tls_next++ % TLS_RECORDS];
+  e->wheel = wheel;
+  e->serial = wheel->tasks.serial;
+  e->rec = rec;
+  return rec;
+}
+
+
+/* A free node from the record's cache, refilled from the pool. */
+static uvtw__task_t* cache_get(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+  uvtw__task_t* node;
+  uint64_t gen;
+
+  if (rec->ncache == 0) {
+    rec->ncache = uvtw__pool_take_batch(&tasks->pool, rec->cache);
+    if (rec->ncache == 0) {
+      node = uvtw__pool_alloc_new(&tasks->pool, &gen);
+      if (node != NULL)
+        atomic_store_explicit(&node->state, gen << GEN_SHIFT | T_FREE,
+                              memory_order_relaxed);
+      return node;
+    }
+  }
+  return rec->cache[--rec->ncache];
+}
+
+
+/* A FREE node back into the record's cache (most recent first, so the
+ * next submit reuses a line still in this core's cache); half of a full
+ * cache goes back to the pool. */
+static void cache_put(uvtw__tasks_t* tasks,
+                      uvtw__producer_t* rec,
+                      uvtw__task_t* node) {
+  if (rec->ncache == UVTW__CACHE) {
+    uvtw__pool_give_batch(&tasks->pool, rec->cache, UVTW__BATCH);
+    memmove(rec->cache, rec->cache + UVTW__BATCH,
+            (UVTW__CACHE - UVTW__BATCH) * sizeof(rec->cache[0]));
+    rec->ncache -= UVTW__BATCH;
+  }
+  rec->cache[rec->ncache++] = node;
+}
+
+
+/* Makes room for one more id in the owner's queue: links a new block when
+ * the current one is full.  Non-zero if out of memory. */
+static int queue_room(uvtw__producer_t* rec) {
+  uvtw__block_t* b;
+
+  if (rec->widx < UVTW__BLOCK_IDS)
+    return 0;
+  b = block_new(rec);
+  if (b == NULL)
+    return UV_ENOMEM;
+  atomic_store_explicit(&rec->wblock->next, b, memory_order_release);
+  rec->wblock = b;
+  rec->widx = 0;
+  return 0;
+}
+
+
+/* The owner puts an id in its queue (after queue_room), with a full
+ * barrier (see wake_loop), and returns its slot. */
+static _Atomic uint64_t* queue_put(uvtw__producer_t* rec, uvtw_id_t id) {
+  _Atomic uint64_t* slot;
+
+  UVTW__ASSERT(rec->widx < UVTW__BLOCK_IDS);
+  slot = &rec->wblock->slot[rec->widx++];
+  atomic_exchange_explicit(slot, id, memory_order_seq_cst);
+  return slot;
+}
+
+
+/* Wakes the loop after an id or a node was published by a seq_cst write:
+ * one uv_async_send per batch that the loop has not begun to take in.  The
+ * async callback clears `wake_pending` (seq_cst) before it drains, so
+ * either that drain sees what was published, or this sees the flag clear
+ * and sends. */
+static void wake_loop(uvtw_wheel_t* wheel) {
+  _Atomic int* pending;
+
+  pending = &wheel->tasks.wake_pending;
+  if (atomic_load_explicit(pending, memory_order_seq_cst) == 0 &&
+      atomic_exchange_explicit(pending, 1, memory_order_seq_cst) == 0)
+    uv_async_send(&wheel->async);
+}
+
+
+static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(top, memory_order_relaxed);
+  do
+    atomic_store_explicit(&node->q.queue_next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(top, &head, node,
+                                                memory_order_seq_cst,
+                                                memory_order_relaxed));
+}
+
+
+/* ---- liveness ----------------------------------------------------------- */
+
+/* Live tasks keep the loop alive the way uv_queue_work requests do: the
+ * loop thread references the (otherwise unreferenced) async handle while
+ * it holds a task, and drops the reference once it holds none.  It holds a
+ * task from the moment it takes it in (or, submitted on the loop thread,
+ * from the submit) until it frees its node.  Only the loop thread may call
+ * uv_ref.  A task that ends on another thread (a cancel, a pool run)
+ * always leads the loop back here: the cancel's notice or the run's
+ * after_work_cb; a task a cancel takes back before the loop saw it was
+ * never held. */
 static void hold_sync(uvtw_wheel_t* wheel) {
   int want;
 
   if (wheel->closing)
     return; /* close holds the async handle until it closes it */
-  want = uvtw__tasks_live(wheel) != 0;
+  want = wheel->tasks.held != 0;
   if (want == wheel->tasks.holds_loop)
     return;
   wheel->tasks.holds_loop = want;
@@ -206,21 +434,63 @@ void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
 }
 
 
+/* An end of a live task, counted by the thread that ended it. */
+static void count_end(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+  if (tasks->max_tasks != 0)
+    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
+  if (rec != NULL)
+    atomic_store_explicit(
+        &rec->ended,
+        atomic_load_explicit(&rec->ended, memory_order_relaxed) + 1,
+        memory_order_release);
+  else
+    atomic_fetch_add_explicit(&tasks->ended_shared, 1, memory_order_release);
+}
+
+
+/* Loop thread. */
+static void end_live(uvtw__tasks_t* tasks) {
+  if (tasks->max_tasks != 0)
+    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
+  atomic_store_explicit(
+      &tasks->loop_ended,
+      atomic_load_explicit(&tasks->loop_ended, memory_order_relaxed) + 1,
+      memory_order_release);
+}
+
+
 /* ---- producers ---------------------------------------------------------- */
 
-static void queue_push(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uvtw__task_t* head;
+/* A submit that found the wheel closing after it published its task takes
+ * it back, unless the loop took it in already (close then gives it its
+ * final call, and the submit succeeded).  Returns non-zero if taken back. */
+static int take_back(uvtw__tasks_t* tasks,
+                     uvtw__producer_t* rec,
+                     uvtw__task_t* node) {
+  _Atomic uint64_t* slot;
+  uint64_t word;
+  uint64_t next;
 
-  head = atomic_load_explicit(&wheel->tasks.queue, memory_order_relaxed);
-  do
-    atomic_store_explicit(&node->queue_next, head, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&wheel->tasks.queue, &head,
-                                                node, memory_order_release,
-                                                memory_order_relaxed));
-  /* The first push of a batch wakes the loop; the loop empties the whole
-   * stack at once, so the next push after that is a first again. */
-  if (head == NULL)
-    uv_async_send(&wheel->async);
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  do {
+    if (STATE(word) != T_PENDING || !(word & IN_RING))
+      return 0; /* taken in, or already cancelled by its id */
+    next = WITH_STATE(word, T_CANCELLED) & ~IN_RING;
+  } while (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                  memory_order_acq_rel,
+                                                  memory_order_acquire));
+  atomic_store_explicit(
+      &rec->submitted,
+      atomic_load_explicit(&rec->submitted, memory_order_relaxed) - 1,
+      memory_order_relaxed);
+  if (tasks->max_tasks != 0)
+    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
+  /* Our own slot, which we do not reuse while we are here. */
+  slot = node->q.slot;
+  atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
+  if (recycle(node))
+    cache_put(tasks, rec, node);
+  return 1;
 }
 
 
@@ -231,10 +501,14 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_task_cb cb,
                 void* arg,
                 uvtw_id_t* id) {
+  uvtw__producer_t* rec;
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
   uint64_t start_ms;
   uint64_t word;
+  uint64_t gen;
+  uint64_t n;
+  int on_loop;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
@@ -243,66 +517,152 @@ int uvtw_submit(uvtw_wheel_t* wheel,
    * deadline in these milliseconds is never early on the loop's clock. */
   start_ms = uv_hrtime() / 1000000;
   tasks = &wheel->tasks;
+  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
+      CLOSING)
+    return UV_ECANCELED;
+  rec = record_find(wheel);
+  if (rec == NULL || queue_room(rec) != 0)
+    return UV_ENOMEM;
 
-  word = atomic_load_explicit(&tasks->live_word, memory_order_relaxed);
-  do {
-    if (word & CLOSING)
-      return UV_ECANCELED;
-    if (tasks->max_tasks != 0 && (word & LIVE_MASK) >= tasks->max_tasks)
-      return UV_ENOSPC;
-  } while (!atomic_compare_exchange_weak_explicit(
-      &tasks->live_word, &word, word + 1 + INFLIGHT, memory_order_acquire,
-      memory_order_relaxed));
-
-  node = uvtw__pool_alloc(&tasks->pool);
+  if (tasks->max_tasks != 0) {
+    n = atomic_load_explicit(&tasks->reserved, memory_order_relaxed);
+    do
+      if (n >= tasks->max_tasks)
+        return UV_ENOSPC;
+    while (!atomic_compare_exchange_weak_explicit(
+        &tasks->reserved, &n, n + 1, memory_order_relaxed,
+        memory_order_relaxed));
+  }
+  node = cache_get(tasks, rec);
   if (node == NULL) {
-    atomic_fetch_sub_explicit(&tasks->live_word, 1 + INFLIGHT,
-                              memory_order_release);
+    if (tasks->max_tasks != 0)
+      atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
     return UV_ENOMEM;
   }
+
+  /* Counted before its node is published (see "Close" at the top). */
+  atomic_store_explicit(
+      &rec->submitted,
+      atomic_load_explicit(&rec->submitted, memory_order_relaxed) + 1,
+      memory_order_relaxed);
 
   node->cb = cb;
   node->arg = arg;
   node->repeat_ms = repeat_ms;
   node->deadline_ms =
       start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
-  UVTW__ASSERT(STATE(atomic_load_explicit(&node->state,
-                                          memory_order_relaxed)) == T_FREE);
-  UVTW__ASSERT(node->gen != 0 && node->gen < node->gen_end);
-  /* Published to the loop by the release CAS of queue_push. */
-  atomic_store_explicit(&node->state,
-                        node->gen << GEN_SHIFT | IN_STACK |
-                            (flags & UVTW_THREADPOOL ? POOL : 0) | T_PENDING,
-                        memory_order_relaxed);
-  if (id != NULL)
-    *id = (uint64_t) node->index << UVTW__GEN_BITS | node->gen;
-  queue_push(wheel, node);
-  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
-  if (tasks->loop_thread == &thread_token && !tasks->holds_loop) {
-    tasks->holds_loop = 1;
-    uv_ref((uv_handle_t*) &wheel->async);
+  word = atomic_load_explicit(&node->state, memory_order_relaxed);
+  UVTW__ASSERT(STATE(word) == T_FREE);
+  gen = GEN(word);
+  UVTW__ASSERT(gen != 0 && gen < node->gen_end);
+  word = gen << GEN_SHIFT | (flags & UVTW_THREADPOOL ? POOL : 0) | T_PENDING;
+  on_loop = tasks->loop_thread == &thread_token;
+  if (on_loop) {
+    /* Held from now on; the loop frees it, even if a cancel wins first. */
+    word |= LOOP_HELD;
+    node->held = 1;
+    tasks->held++;
+    if (!tasks->holds_loop) {
+      tasks->holds_loop = 1;
+      uv_ref((uv_handle_t*) &wheel->async);
+    }
   }
+  if (id != NULL)
+    *id = id_of(node, gen);
+  /* Published to the loop by the exchange in queue_put, which is also the
+   * barrier that orders everything above before the two loads below. */
+  atomic_store_explicit(&node->state, word | IN_RING, memory_order_relaxed);
+  node->q.slot = &rec->wblock->slot[rec->widx];
+  queue_put(rec, id_of(node, gen));
+  if (atomic_load_explicit(&tasks->close_word, memory_order_seq_cst) &
+          CLOSING &&
+      !on_loop && take_back(tasks, rec, node))
+    return UV_ECANCELED;
+  wake_loop(wheel);
   return 0;
 }
 
 
+/* The canceller won against a task the loop has not taken in: the node is
+ * its own.  The task's slot is marked, so that the loop reads no node for
+ * it; by a CAS, since the slot may be another thread's, and reused by now
+ * (ids are never reused, so a reused slot never matches). */
+static void retract(uvtw__tasks_t* tasks,
+                    uvtw__producer_t* rec,
+                    uvtw__task_t* node,
+                    uvtw_id_t id) {
+  _Atomic uint64_t* slot;
+  uint64_t expected;
+
+  slot = node->q.slot;
+  if (rec != NULL && slot >= rec->wblock->slot &&
+      slot < rec->wblock->slot + rec->widx) {
+    /* In the block this thread is filling: nobody else writes it. */
+    atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
+  } else {
+    expected = id;
+    atomic_compare_exchange_strong_explicit(slot, &expected, TOMBSTONE,
+                                            memory_order_relaxed,
+                                            memory_order_relaxed);
+  }
+  if (rec == NULL) {
+    if (recycle(node))
+      uvtw__pool_give_batch(&tasks->pool, &node, 1);
+    return;
+  }
+  atomic_store_explicit(
+      &rec->retracted,
+      atomic_load_explicit(&rec->retracted, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+  if (recycle(node))
+    cache_put(tasks, rec, node);
+}
+
+
 static int cancel_node(uvtw_wheel_t* wheel,
+                       uvtw__producer_t* rec,
                        uvtw__task_t* node,
-                       uint64_t gen,
+                       uvtw_id_t id,
                        int* ended) {
   uint64_t word;
+  uint64_t next;
+  uint64_t gen;
+  int ring;
 
+  gen = id & UVTW__GEN_MASK;
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
   for (;;) {
-    /* Waiting: cancelled.  Marked IN_STACK, so that it is pushed (as a
-     * notice that unlinks its timer promptly) only if it is not there. */
-    if (move(node, S(T_PENDING) | S(T_QUEUED), T_CANCELLED, IN_STACK, gen,
-             &word)) {
-      if (!(word & IN_STACK))
-        queue_push(wheel, node);
+    if (GEN(word) != gen)
+      return UV_ENOENT;
+    if (STATE(word) == T_PENDING || STATE(word) == T_QUEUED) {
+      /* Waiting: cancelled.  Who frees the node depends on where it is. */
+      ring = 0;
+      next = WITH_STATE(word, T_CANCELLED);
+      if ((word & IN_RING) && !(word & LOOP_HELD))
+        next &= ~IN_RING; /* taken back: ours */
+      else if (word & (IN_RING | IN_STACK))
+        ; /* the loop will find it */
+      else if (rec != NULL && queue_room(rec) == 0)
+        next |= NOTICE, ring = 1;
+      else
+        next |= IN_STACK; /* no record: the wheel's stack */
+      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        continue;
       *ended = 1;
+      if ((word & IN_RING) && !(next & IN_RING)) {
+        retract(&wheel->tasks, rec, node, id);
+      } else if (ring) {
+        queue_put(rec, id);
+        wake_loop(wheel);
+      } else if ((next & IN_STACK) && !(word & IN_STACK)) {
+        stack_push(&wheel->tasks.queue, node);
+        wake_loop(wheel);
+      }
       return 0;
     }
-    if (GEN(word) != gen || STATE(word) != T_RUNNING)
+    if (STATE(word) != T_RUNNING)
       return UV_ENOENT;
     if (node == current_task) {
       /* A one-shot's run is its end; a repeating task stops here. */
@@ -316,56 +676,42 @@ static int cancel_node(uvtw_wheel_t* wheel,
       return UV_EBUSY;
     }
     /* The run ended in between: look again. */
+    word = atomic_load_explicit(&node->state, memory_order_acquire);
   }
 }
 
 
 int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  uvtw__producer_t* rec;
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t word;
-  uint64_t gen;
   int ended;
   int err;
 
   if (wheel == NULL)
     return UV_EINVAL;
-  gen = id & UVTW__GEN_MASK;
-  if (gen == 0)
+  if ((id & UVTW__GEN_MASK) == 0)
     return UV_ENOENT;
   tasks = &wheel->tasks;
-  /* Once close is done with the tasks nothing is left to cancel, and the
-   * wheel may be freed: enter only before that. */
-  word = atomic_load_explicit(&tasks->live_word, memory_order_relaxed);
-  do
-    if (word & CLOSED)
-      return UV_ENOENT;
-  while (!atomic_compare_exchange_weak_explicit(
-      &tasks->live_word, &word, word + INFLIGHT, memory_order_acquire,
-      memory_order_relaxed));
-  ended = 0;
+  /* Once close is done with the tasks nothing is left to cancel. */
+  if (atomic_load_explicit(&tasks->close_word, memory_order_acquire) & CLOSED)
+    return UV_ENOENT;
   node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> UVTW__GEN_BITS));
-  err = node == NULL ? UV_ENOENT : cancel_node(wheel, node, gen, &ended);
-  /* A successful cancel frees the task's place at once.  If it was the
-   * last live task, the loop may have counted the tasks before this
-   * decrement (the notice, or the node itself, can reach the loop first)
-   * and still hold itself for it: wake it to look again.  Still counted in
-   * flight here, so the wheel cannot be freed under the send. */
-  if (ended && (atomic_fetch_sub_explicit(&tasks->live_word, 1,
-                                          memory_order_acq_rel) &
-                LIVE_MASK) == 1)
-    uv_async_send(&wheel->async);
-  atomic_fetch_sub_explicit(&tasks->live_word, INFLIGHT, memory_order_release);
+  if (node == NULL)
+    return UV_ENOENT;
+  /* Without a record (out of memory), the shared paths. */
+  rec = record_find(wheel);
+  ended = 0;
+  err = cancel_node(wheel, rec, node, id, &ended);
+  /* Last: close cannot finish before this, so the notice and the wake-up
+   * above reached a live wheel. */
+  if (ended)
+    count_end(tasks, rec);
   return err;
 }
 
 
 /* ---- the loop thread ---------------------------------------------------- */
-
-static void end_live(uvtw__tasks_t* tasks) {
-  atomic_fetch_sub_explicit(&tasks->live_word, 1, memory_order_relaxed);
-}
-
 
 /* The task's timer became (delta 1) or stopped being (-1) active in the
  * core.  One writer (the loop thread): a relaxed load and store. */
@@ -395,16 +741,29 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 }
 
 
-/* Frees an ended node once nothing on the loop or in the stack refers to
- * it any more. */
+/* Loop thread: the node has ended; the pool recycles it. */
+static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  UVTW__ASSERT(node->location == AT_NONE && node->work == NULL);
+  if (node->held) {
+    node->held = 0;
+    tasks->held--;
+  }
+  node->taken_in = 0;
+  if (recycle(node))
+    uvtw__pool_release(&tasks->pool, node);
+}
+
+
+/* Frees an ended node once nothing on the loop or in a queue refers to it
+ * any more. */
 static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t word;
 
   if (node->location != AT_NONE)
     return;
   word = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (word & IN_STACK)
-    return; /* the drain of its notice frees it */
+  if (word & QUEUE_FLAGS)
+    return; /* the loop takes it from its queue later, and frees it then */
   switch (STATE(word)) {
   case T_CANCELLED:
     wheel->tasks.cancelled++;
@@ -487,71 +846,180 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 }
 
 
-/* Takes in one node from the submission stack: a new task is filed in the
- * wheel; a cancel's notice unfiles its task and frees the node. */
-static void take_in_node(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uint64_t word;
-
-  word = atomic_fetch_and_explicit(&node->state, ~IN_STACK,
-                                   memory_order_acq_rel);
+/* Takes in a node whose queue flag the loop just cleared (`word`: the state
+ * after that): a new task is held and filed in the wheel; a cancelled one
+ * (a notice, or a task cancelled before the loop got to it) is unfiled and
+ * freed. */
+static void take_in(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t word) {
   if (!node->taken_in) {
     node->taken_in = 1;
     wheel->tasks.accepted++;
   }
   switch (STATE(word)) {
   case T_PENDING:
-    /* Only submit pushes a pending node: this is a new task. */
+    /* Only submit queues a pending node: this is a new task. */
+    if (!node->held) {
+      node->held = 1;
+      wheel->tasks.held++;
+    }
     if (wheel->closing) {
       queue_final_call(wheel, node, T_PENDING);
       break;
     }
     file_task(wheel, node);
-    /* A cancel may win from here on; its notice comes through the stack. */
+    /* A cancel may win from here on; its notice comes through a queue. */
     break;
   case T_CANCELLED:
     unfile(wheel, node);
     release_if_idle(wheel, node);
     break;
   default:
-    break;
+    UVTW__UNREACHABLE();
   }
 }
 
 
-/* Processes at most `budget` nodes, oldest first: the backlog, and when it
- * is empty, everything pushed so far (reversed into push order).  Returns
- * non-zero if work remains. */
-static int drain(uvtw_wheel_t* wheel, size_t budget) {
-  uvtw__tasks_t* tasks;
+/* Takes in the id read from a ring slot, unless a cancel took the task back
+ * (the flag is gone, or the node already carries a newer generation). */
+static void take_slot(uvtw_wheel_t* wheel, uvtw_id_t id) {
   uvtw__task_t* node;
+  uint64_t word;
+  uint64_t flag;
+
+  node = uvtw__pool_node_at(&wheel->tasks.pool,
+                            (uint32_t) (id >> UVTW__GEN_BITS));
+  if (node == NULL)
+    UVTW__UNREACHABLE(); /* a submitted node's chunk is published */
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (GEN(word) != (id & UVTW__GEN_MASK))
+      return;
+    flag = word & NOTICE ? NOTICE : word & IN_RING ? IN_RING : 0;
+    if (flag == 0)
+      return;
+    if (atomic_compare_exchange_weak_explicit(&node->state, &word,
+                                              word & ~flag,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+      break;
+  }
+  take_in(wheel, node, word & ~flag);
+}
+
+
+/* Takes in a stack of nodes (newest first) in push order. */
+static size_t take_stack(uvtw_wheel_t* wheel, uvtw__task_t* top) {
+  uvtw__task_t* fifo;
   uvtw__task_t* next;
+  uint64_t word;
+  size_t n;
+
+  for (fifo = NULL; top != NULL; top = next) {
+    next = atomic_load_explicit(&top->q.queue_next, memory_order_relaxed);
+    atomic_store_explicit(&top->q.queue_next, fifo, memory_order_relaxed);
+    fifo = top;
+  }
+  for (n = 0; fifo != NULL; fifo = next, n++) {
+    next = atomic_load_explicit(&fifo->q.queue_next, memory_order_relaxed);
+    word = atomic_fetch_and_explicit(&fifo->state, ~IN_STACK,
+                                     memory_order_acq_rel);
+    take_in(wheel, fifo, word & ~IN_STACK);
+  }
+  return n;
+}
+
+
+/* The loop is done with a block of the record's queue: zeroed, it goes
+ * back to the owner. */
+static void block_return(uvtw__producer_t* rec, uvtw__block_t* b) {
+  uvtw__block_t* top;
+  unsigned i;
+
+  for (i = 0; i < UVTW__BLOCK_IDS; i++)
+    atomic_store_explicit(&b->slot[i], 0, memory_order_relaxed);
+  top = atomic_load_explicit(&rec->returned, memory_order_relaxed);
+  do
+    atomic_store_explicit(&b->next, top, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&rec->returned, &top, b,
+                                                memory_order_release,
+                                                memory_order_relaxed));
+}
+
+
+/* Takes in up to `budget` of one record's submissions and notices, oldest
+ * first.  Returns how many ids it read. */
+static size_t drain_record(uvtw_wheel_t* wheel,
+                           uvtw__producer_t* rec,
+                           size_t budget) {
+  uvtw__block_t* b;
+  uvtw__block_t* next;
+  uvtw_id_t id;
+  unsigned i;
+  size_t n;
+
+  b = rec->rblock;
+  i = rec->ridx;
+  for (n = 0; n < budget;) {
+    if (i == UVTW__BLOCK_IDS) {
+      next = atomic_load_explicit(&b->next, memory_order_acquire);
+      if (next == NULL)
+        break;
+      block_return(rec, b);
+      b = next;
+      i = 0;
+      continue;
+    }
+    id = atomic_load_explicit(&b->slot[i], memory_order_acquire);
+    if (id == 0)
+      break; /* not written yet */
+    i++;
+    n++;
+    if (id != TOMBSTONE)
+      take_slot(wheel, id);
+  }
+  rec->rblock = b;
+  rec->ridx = i;
+  return n;
+}
+
+
+static int record_busy(uvtw__producer_t* rec) {
+  if (rec->ridx == UVTW__BLOCK_IDS)
+    return atomic_load_explicit(&rec->rblock->next, memory_order_relaxed) !=
+           NULL;
+  return atomic_load_explicit(&rec->rblock->slot[rec->ridx],
+                              memory_order_relaxed) != 0;
+}
+
+
+/* Processes about `budget` ids and nodes, each producer's oldest first.
+ * Returns non-zero if work remains. */
+static int drain(uvtw_wheel_t* wheel, size_t budget) {
+  uvtw__producer_t* first;
+  uvtw__producer_t* rec;
+  uvtw__tasks_t* tasks;
   size_t count;
+  size_t n;
+  int more;
 
   tasks = &wheel->tasks;
-  if (tasks->backlog == NULL) {
-    node = atomic_exchange_explicit(&tasks->queue, NULL, memory_order_acquire);
-    for (count = 0; node != NULL; node = next, count++) {
-      next = atomic_load_explicit(&node->queue_next, memory_order_relaxed);
-      atomic_store_explicit(&node->queue_next, tasks->backlog,
-                            memory_order_relaxed);
-      tasks->backlog = node;
-    }
-    if (count > tasks->high_water)
-      tasks->high_water = count;
+  first = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+  count = take_stack(
+      wheel, atomic_exchange_explicit(&tasks->queue, NULL,
+                                      memory_order_acquire));
+  more = 0;
+  for (rec = first; rec != NULL; rec = rec->next) {
+    n = drain_record(wheel, rec, budget > count ? budget - count : 0);
+    count += n;
+    more |= record_busy(rec);
   }
-  for (; tasks->backlog != NULL && budget != 0; budget--) {
-    node = tasks->backlog;
-    tasks->backlog =
-        atomic_load_explicit(&node->queue_next, memory_order_relaxed);
-    take_in_node(wheel, node);
-  }
+  if (count > tasks->high_water)
+    tasks->high_water = count;
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
-  return tasks->backlog != NULL ||
+  return more ||
          atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
 }
-
-
 static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
@@ -662,7 +1130,7 @@ static void work_cb(uv_work_t* req) {
    * alive. */
   if (move(node, S(T_RUNNING), next, 0, 0, &word)) {
     if (next == T_DONE)
-      end_live(&node->timer.wheel_->tasks);
+      count_end(&node->timer.wheel_->tasks, NULL);
   } else if (STATE(word) == T_STOPPING) {
     /* A cancel returned UV_EBUSY during this run: the task ends now, when
      * the run returns, as uvtw_cancel promises.  No other thread moves a
@@ -670,7 +1138,7 @@ static void work_cb(uv_work_t* req) {
     if (!move(node, S(T_STOPPING), T_DONE, 0, 0, &word))
       UVTW__UNREACHABLE();
     w->stopped = 1;
-    end_live(&node->timer.wheel_->tasks);
+    count_end(&node->timer.wheel_->tasks, NULL);
   }
 }
 
@@ -759,7 +1227,7 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
 
 
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
-  atomic_fetch_or_explicit(&wheel->tasks.live_word, CLOSING,
+  atomic_fetch_or_explicit(&wheel->tasks.close_word, CLOSING,
                            memory_order_seq_cst);
   uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
   uvtw__tasks_flush(wheel);
@@ -792,11 +1260,30 @@ static void run_finals(uvtw_wheel_t* wheel) {
 }
 
 
+/* Live tasks: see "Counting" at the top.  Ends are read before submits, and
+ * seq_cst, for close's side of the exchange in uvtw_submit. */
+static uint64_t live_count(const uvtw__tasks_t* tasks) {
+  uvtw__producer_t* first;
+  uvtw__producer_t* rec;
+  uint64_t ended;
+  uint64_t submitted;
+
+  first = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
+  ended = atomic_load_explicit(&tasks->loop_ended, memory_order_seq_cst) +
+          atomic_load_explicit(&tasks->ended_shared, memory_order_seq_cst);
+  for (rec = first; rec != NULL; rec = rec->next)
+    ended += atomic_load_explicit(&rec->ended, memory_order_seq_cst);
+  submitted = 0;
+  for (rec = first; rec != NULL; rec = rec->next)
+    submitted += atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
+  return submitted > ended ? submitted - ended : 0;
+}
+
+
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
   struct uvtw__link* link;
   uvtw__task_t* node;
-  uint64_t word;
 
   tasks = &wheel->tasks;
   UVTW__ASSERT(wheel->closing == UVTW__CLOSING_TASKS);
@@ -804,7 +1291,7 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
     while (drain(wheel, SIZE_MAX))
       ;
     run_finals(wheel); /* user code: may submit (refused) or cancel */
-  } while (atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL);
+  } while (drain(wheel, SIZE_MAX) || !uvtw__list_empty(&tasks->final));
   /* Queued pool work is cancelled; running work is waited for. */
   for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
     node = task_of(uvtw__container_of(link, uvtw_timer_t, link_));
@@ -815,18 +1302,14 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   }
   if (!uvtw__list_empty(&tasks->in_pool))
     return 0; /* after_work_cb calls again */
-  word = atomic_load_explicit(&tasks->live_word, memory_order_acquire);
-  do {
-    if ((word & (INFLIGHT_MASK | LIVE_MASK)) != 0) {
-      /* A submit or cancel is inside the wheel, or its task is still on
-       * the way to the stack: look again next iteration. */
-      uv_async_send(&wheel->async);
-      return 0;
-    }
-  } while (!atomic_compare_exchange_weak_explicit(
-      &tasks->live_word, &word, word | CLOSED, memory_order_acq_rel,
-      memory_order_acquire));
-  /* No task is live and no call can enter any more. */
+  if (live_count(tasks) != 0) {
+    /* A submit is on its way to a ring, or a cancel has not counted its
+     * end yet: look again next iteration. */
+    uv_async_send(&wheel->async);
+    return 0;
+  }
+  /* No task is live and none can be submitted any more. */
+  atomic_fetch_or_explicit(&tasks->close_word, CLOSED, memory_order_seq_cst);
   return 1;
 }
 
@@ -836,6 +1319,7 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
 
   wheel = async->data;
   wheel->tasks.async_wakeups++;
+  atomic_store_explicit(&wheel->tasks.wake_pending, 0, memory_order_seq_cst);
   if (wheel->closing) {
     uvtw__wheel_close_continue(wheel);
     return;
@@ -856,7 +1340,14 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;
   tasks->loop_thread = &thread_token;
-  atomic_init(&tasks->live_word, 0);
+  tasks->serial = atomic_fetch_add_explicit(&wheel_serials, 1,
+                                            memory_order_relaxed) + 1;
+  atomic_init(&tasks->close_word, 0);
+  atomic_init(&tasks->wake_pending, 0);
+  atomic_init(&tasks->producers, NULL);
+  atomic_init(&tasks->reserved, 0);
+  atomic_init(&tasks->ended_shared, 0);
+  atomic_init(&tasks->loop_ended, 0);
   atomic_init(&tasks->queue, NULL);
   uvtw__list_init(&tasks->in_pool);
   uvtw__list_init(&tasks->final);
@@ -865,12 +1356,24 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
 
 
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
+  uvtw__producer_t* rec;
+  uvtw__block_t* b;
   uvtw__work_t* w;
 
   /* Every request is idle: close waited for the threadpool. */
   while ((w = wheel->tasks.free_works) != NULL) {
     wheel->tasks.free_works = w->next_free;
     free(w);
+  }
+  while ((rec = atomic_load_explicit(&wheel->tasks.producers,
+                                     memory_order_relaxed)) != NULL) {
+    atomic_store_explicit(&wheel->tasks.producers, rec->next,
+                          memory_order_relaxed);
+    while ((b = rec->blocks) != NULL) {
+      rec->blocks = b->all_next;
+      free(b);
+    }
+    free(rec);
   }
   uvtw__pool_destroy(&wheel->tasks.pool);
 }
@@ -882,6 +1385,27 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 
 
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
-  return atomic_load_explicit(&wheel->tasks.live_word, memory_order_relaxed) &
-         LIVE_MASK;
+  return live_count(&wheel->tasks);
+}
+
+
+void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
+  const uvtw__tasks_t* tasks;
+  uvtw__producer_t* rec;
+  uint64_t retracted;
+
+  tasks = &wheel->tasks;
+  retracted = 0;
+  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+       rec != NULL; rec = rec->next)
+    retracted += atomic_load_explicit(&rec->retracted, memory_order_relaxed);
+  out->tasks_live = live_count(tasks);
+  out->async_wakeups = tasks->async_wakeups;
+  /* A task cancelled before the loop took it in never reached the loop:
+   * its canceller counted it. */
+  out->tasks_accepted = tasks->accepted + retracted;
+  out->tasks_run = tasks->run;
+  out->tasks_cancelled = tasks->cancelled + retracted;
+  out->tasks_closed = tasks->closed;
+  out->queue_high_water = tasks->high_water;
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks: the submission stack and the state machine that
+/* Cross-thread tasks: the producer queues and the state machine that
  * makes cancel exact.  See task.c for the protocol; the nodes come from
  * task-pool.c. */
 
@@ -22,29 +22,82 @@ typedef struct uvtw__work_s uvtw__work_t;
 struct uvtw__task_s {
   /* Line 1: what a submit writes and the loop reads, and the state that
    * cancels race on.  gen << 16 | flags | state (task.c); every contended
-   * transition is one CAS. */
+   * transition is one CAS.  A free node's word carries the generation of
+   * its next use. */
   _Alignas(64) _Atomic uint64_t state;
-  /* Link in the submission stack (producers push, the loop takes all). */
-  uvtw__task_t* _Atomic queue_next;
+  /* Until the loop takes the task in: the queue slot that holds its id
+   * (a cancel that takes it back marks the slot).  After: the link of a
+   * notice on the wheel's stack, for a cancel made without a record. */
+  union {
+    _Atomic uint64_t* slot;
+    uvtw__task_t* _Atomic queue_next;
+  } q;
   uvtw_task_cb cb;
   void* arg;
   uint64_t deadline_ms; /* uv_hrtime ms at submit + delay, saturated */
   uint64_t repeat_ms;
-  /* The generation of the node's current (or next) use (task-pool.c). */
-  uint64_t gen;
-  /* Free-list link: index + 1 of the next free node, 0 at the end. */
+  /* Free batches (task-pool.c): index + 1 of the next node of the batch,
+   * and in a batch's first node, of the next batch's; 0 at the end. */
   _Atomic uint32_t free_next;
+  _Atomic uint32_t batch_next;
   uint32_t index;
 
   /* Line 2, loop thread only: filed in the wheel while the task waits. */
   uvtw_timer_t timer;
 
-  /* Line 3, loop thread only (gen_end also by the producer that takes a
-   * never-used node). */
+  /* Line 3, loop thread only (gen_end also by the one thread that owns the
+   * node while it is free). */
   uint64_t gen_end;   /* end of the generations reserved for its index */
   uvtw__work_t* work; /* while on the threadpool */
   uint8_t location;   /* wheel, pool, final list or none */
   uint8_t taken_in;   /* counted in `accepted` once */
+  uint8_t held;       /* counted in the loop's `held` */
+};
+
+/* A producer's queue is a chain of blocks of ids, each one page: only the
+ * producer writes ids, only the loop reads them (8 per cache line), and a
+ * consumed block goes back to its producer.  Slot values: 0 not written
+ * yet, an id, or TOMBSTONE (task.c). */
+#define UVTW__BLOCK_IDS 510
+
+typedef struct uvtw__block_s uvtw__block_t;
+struct uvtw__block_s {
+  _Atomic uint64_t slot[UVTW__BLOCK_IDS];
+  uvtw__block_t* _Atomic next; /* the next block of the queue */
+  uvtw__block_t* all_next;     /* every block of the record, to free them */
+};
+
+/* One per (thread, wheel): created on the thread's first submit or cancel
+ * on the wheel, owned by the wheel (freed with it, so a thread may exit at
+ * any time; a later thread whose thread-local block lands at the same
+ * address adopts it).  Its thread submits through it without writing any
+ * line that another thread writes: a cache of free nodes, and a queue of
+ * ids that only this thread fills and only the loop empties. */
+#define UVTW__CACHE 64 /* free nodes; at least 2 * UVTW__BATCH */
+
+typedef struct uvtw__producer_s uvtw__producer_t;
+struct uvtw__producer_s {
+  /* Written once, before the record is published. */
+  uvtw__producer_t* next; /* in the wheel's list, never removed */
+  /* The owning thread's token (task.c); a new thread may adopt it. */
+  _Atomic(const char*) owner;
+
+  /* The owner's: the loop reads the counters only for stats and close. */
+  _Alignas(64) _Atomic uint64_t submitted; /* tasks accepted by submit */
+  _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
+  _Atomic uint64_t retracted; /* of those, taken back before the loop saw */
+  uvtw__block_t* wblock;      /* the block being filled */
+  unsigned widx;              /* its next slot */
+  unsigned ncache;
+  uvtw__block_t* spare;       /* consumed blocks, ready for reuse */
+  uvtw__block_t* blocks;      /* all of them (all_next) */
+
+  /* The loop's. */
+  _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
+  uvtw__block_t* rblock; /* the block being read */
+  unsigned ridx;         /* its next slot */
+
+  _Alignas(64) uvtw__task_t* cache[UVTW__CACHE]; /* owner only */
 };
 
 /* The threadpool request of a pool task, only while it is queued or runs:
@@ -61,11 +114,25 @@ struct uvtw__work_s {
 
 typedef struct uvtw__tasks_s {
   size_t max_tasks;
-  /* CLOSING | CLOSED | calls inside submit/cancel (INFLIGHT units) | live
-   * tasks.  One word, so a submit reserves its place and sees close in a
-   * single CAS, and close finishes only when no call is inside. */
-  _Atomic uint64_t live_word;
-  /* Treiber stack of submitted and cancelled nodes; NULL when drained. */
+  /* CLOSING | CLOSED: written twice in the wheel's life, read by every
+   * call. */
+  _Atomic uint64_t close_word;
+  /* A producer has sent the wake-up that the async callback has not yet
+   * begun to serve (task.c, wake_loop). */
+  _Atomic int wake_pending;
+  /* Process-wide serial of this wheel: with the wheel's address, the key
+   * of a thread's cached record (a new wheel at a freed wheel's address
+   * has a new serial). */
+  uint64_t serial;
+  /* Producer records, newest first. */
+  uvtw__producer_t* _Atomic producers;
+  /* Live tasks under max_tasks, when max_tasks is set: reserved by submit
+   * in one CAS, returned by whoever ends the task. */
+  _Atomic uint64_t reserved;
+  /* Ends counted by threads without a record (out of memory) and by
+   * threadpool runs. */
+  _Atomic uint64_t ended_shared;
+  /* Notices of cancels made without a record: a Treiber stack. */
   uvtw__task_t* _Atomic queue;
   uvtw__pool_t pool;
 
@@ -76,7 +143,7 @@ typedef struct uvtw__tasks_s {
 
   /* Loop thread only. */
   int holds_loop;          /* the async handle is referenced for tasks */
-  uvtw__task_t* backlog;   /* taken from `queue`, not processed yet */
+  uint64_t held;           /* tasks taken in (or submitted here), not ended */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   uvtw__work_t* free_works;  /* idle threadpool requests */
   struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
@@ -84,6 +151,7 @@ typedef struct uvtw__tasks_s {
    * the core's count minus this is the user timers'.  Written by the loop
    * thread only, read by any (uvtw_wheel_pending). */
   _Atomic uint64_t filed;
+  _Atomic uint64_t loop_ended; /* tasks the loop ended; one writer */
   uint64_t accepted;
   uint64_t run;      /* task callbacks run with status 0 */
   uint64_t cancelled;
@@ -93,15 +161,19 @@ typedef struct uvtw__tasks_s {
 } uvtw__tasks_t;
 
 int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks);
-/* Frees the pool; every node must be free. */
+/* Frees the pool and the producer records. */
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
+/* Loop thread: the task counters of uvtw_stats_t (accepted, run,
+ * cancelled, closed, live, high water, async wake-ups). */
+void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
 /* Live tasks (any thread). */
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 /* Loop thread, after each batch of work: puts the nodes released since the
- * last call on the free list, with one CAS, and makes the live tasks hold
- * the loop (or stop holding it, once none is live). */
+ * last call on the free stack, with one CAS, and makes the tasks the loop
+ * holds keep it alive (or stop, once none is left). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
-/* The uv_async_t callback: drains the submission stack in bounded batches. */
+/* The uv_async_t callback: drains the producers' queues in bounded
+ * batches. */
 void uvtw__tasks_async_cb(uv_async_t* async);
 /* The callback of every task's timer: runs the task on the loop or hands
  * it to the threadpool. */

@@ -14,15 +14,15 @@
  *      the caller's stack, and the loop keeps running until close is done.
  *   2. On every async callback, and whenever a threadpool run comes back
  *      (uvtw__wheel_close_continue): uvtw__tasks_close_step drains the
- *      submission stack, makes the final calls, uv_cancels queued pool
- *      work, and reports done only when no task is live and no submit or
- *      cancel is inside the wheel; it then sets CLOSED, so no call enters
- *      any more.  Until then it signals the async handle again, or waits
+ *      producers' queues, makes the final calls, uv_cancels queued pool
+ *      work, and reports done only when it counts no task live (see
+ *      "Close" in task.c); it then sets CLOSED: a cancel from then on
+ *      returns UV_ENOENT without touching the tasks.  Until then it signals the async handle again, or waits
  *      for the pool's after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
  *      handles close.
- *   4. The last of their close callbacks frees the task pool, calls the
- *      user's close callback, and frees the wheel. */
+ *   4. The last of their close callbacks calls the user's close callback,
+ *      then frees the task pool, the producer records and the wheel. */
 
 #include <stdlib.h>
 
@@ -112,10 +112,11 @@ static void handle_closed(uv_handle_t* handle) {
   UVTW__ASSERT(wheel->handles_closing > 0);
   if (--wheel->handles_closing != 0)
     return;
-  /* Step 4. */
-  uvtw__tasks_destroy(wheel);
+  /* Step 4.  Calls into the wheel must have returned before cb runs, so
+   * the task pool and the producer records go only after it. */
   if (wheel->close_cb != NULL)
     wheel->close_cb(wheel);
+  uvtw__tasks_destroy(wheel);
   free(wheel);
 }
 
@@ -186,18 +187,12 @@ static uint64_t timers_active(const uvtw_wheel_t* wheel) {
 
 
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
+  uvtw__tasks_stats(wheel, out);
   out->timers_active = timers_active(wheel);
-  out->tasks_live = uvtw__tasks_live(wheel);
   /* A task counts as fired when its callback runs, wherever that is. */
   out->fired = wheel->timers_fired + wheel->tasks.run;
   out->driver_wakeups = wheel->driver_wakeups;
   out->cascades = wheel->core.cascades;
-  out->async_wakeups = wheel->tasks.async_wakeups;
-  out->tasks_accepted = wheel->tasks.accepted;
-  out->tasks_run = wheel->tasks.run;
-  out->tasks_cancelled = wheel->tasks.cancelled;
-  out->tasks_closed = wheel->tasks.closed;
-  out->queue_high_water = wheel->tasks.high_water;
 }
 
 

@@ -1,0 +1,616 @@
+/* SPDX-License-Identifier: MIT */
+/* Cross-thread tasks: the per-(thread, wheel) producer records.
+ *
+ * Every thread that submits or cancels on a wheel gets a record of the
+ * wheel's (a queue of ids in one-page blocks, a cache of free nodes),
+ * found through a small thread-local cache keyed by the wheel's address
+ * and serial.  Cases (run one with its name as the argument):
+ *
+ *   exited-threads   8 threads submit (due now, in 20 ms, in 1 h) and exit
+ *                    before the loop runs; another thread cancels half of
+ *                    the 1 h tasks.  Every task ends exactly once (run,
+ *                    cancel or final call), the counts and the stats agree,
+ *                    and threads started later (which may reuse an exited
+ *                    thread's record) submit and cancel as well.
+ *   many-wheels      one thread submits to 6 wheels on one loop (more than
+ *                    its thread-local cache holds), round robin, all due at
+ *                    the same moment: on each wheel they run in submission
+ *                    order, and none runs on another wheel.
+ *   reused-address   a thread keeps its record of wheel A while A closes and
+ *                    is freed; wheels are created until one lands at A's
+ *                    address (malloc reuses it at once here); the thread's
+ *                    submit to it must get a new record of the new wheel,
+ *                    not A's freed one (ASan), and run there.
+ *   foreign-cancel   while the loop is blocked, a thread submits tasks and
+ *                    another thread cancels them, before the loop took them
+ *                    in (taken back from the producer's queue by a thread
+ *                    that does not own it) and after (a notice through the
+ *                    canceller's own queue).  None runs; pending is 0.
+ *   blocks           while the loop is blocked, one thread submits 2,000
+ *                    tasks due at the same moment (4 blocks of its queue)
+ *                    and cancels every third one; the rest run once, in
+ *                    submission order, and the cancelled never.
+ *   cancel-vs-take   4 producers submit tasks due now and cancel each at
+ *                    once, a moment later, or from the next producer, while
+ *                    the loop takes them in: 0 means it never ran, UV_EBUSY
+ *                    or UV_ENOENT that it ran exactly once; nothing lost,
+ *                    pending 0, stats agree (ASan, TSan). */
+
+#include "internal.h"
+#include "task-harness.h"
+
+typedef struct {
+  const char* name;
+  void (*fn)(void);
+} test_case_t;
+
+
+static int stats_agree(uint64_t accepted, uint64_t runs, uint64_t cancels,
+                       uint64_t finals) {
+  uvtw_stats_t st;
+
+  uvtw_wheel_stats(wheel, &st);
+  if (st.tasks_accepted != accepted || st.tasks_run != runs ||
+      st.tasks_cancelled != cancels || st.tasks_closed != finals ||
+      st.tasks_live != 0)
+    fprintf(stderr,
+            "stats: accepted %llu/%llu run %llu/%llu cancelled %llu/%llu "
+            "closed %llu/%llu live %llu\n",
+            (unsigned long long) st.tasks_accepted,
+            (unsigned long long) accepted, (unsigned long long) st.tasks_run,
+            (unsigned long long) runs, (unsigned long long) st.tasks_cancelled,
+            (unsigned long long) cancels, (unsigned long long) st.tasks_closed,
+            (unsigned long long) finals, (unsigned long long) st.tasks_live);
+  return st.tasks_accepted == accepted && st.tasks_run == runs &&
+         st.tasks_cancelled == cancels && st.tasks_closed == finals &&
+         st.tasks_live == 0;
+}
+
+
+/* ---- exited-threads ---------------------------------------------------- */
+
+#define NEXIT 8
+#define PER_EXIT 30 /* 10 due now, 10 in 20 ms, 10 in 1 h */
+
+static task_t ex_tasks[2 * NEXIT][PER_EXIT];
+
+
+static void exit_submitter(void* arg) {
+  task_t* t;
+  int i;
+
+  t = arg;
+  for (i = 0; i < PER_EXIT; i++) {
+    task_init(&t[i]);
+    submit(&t[i], i < 10 ? 0 : i < 20 ? 20 : 3600 * 1000, 0, 0);
+  }
+}
+
+
+/* Cancels the 1 h tasks of the even-numbered threads of a round. */
+static void exit_canceller(void* arg) {
+  int round;
+  int k;
+  int i;
+
+  round = *(int*) arg;
+  for (k = round * NEXIT; k < (round + 1) * NEXIT; k += 2)
+    for (i = 20; i < PER_EXIT; i++)
+      ASSERT_EQ(0, cancel(&ex_tasks[k][i]));
+}
+
+
+static int ex_round_done;
+
+
+static int ex_ran(void) {
+  int k;
+  int i;
+
+  for (k = 0; k < (ex_round_done + 1) * NEXIT; k++)
+    for (i = 0; i < 20; i++)
+      if (atomic_load(&ex_tasks[k][i].returned) != 1)
+        return 0;
+  return 1;
+}
+
+
+static void case_exited_threads(void) {
+  uv_thread_t tid[NEXIT];
+  uv_thread_t canceller;
+  uvtw_stats_t st;
+  uint64_t live;
+  int round;
+  int finals;
+  int k;
+  int i;
+
+  setup(0);
+  for (round = 0; round < 2; round++) {
+    /* The threads exit before the loop has seen any of their tasks. */
+    for (k = 0; k < NEXIT; k++)
+      ASSERT_UV_OK(uv_thread_create(&tid[k], exit_submitter,
+                                    ex_tasks[round * NEXIT + k]));
+    for (k = 0; k < NEXIT; k++)
+      ASSERT_UV_OK(uv_thread_join(&tid[k]));
+    /* This round's tasks, and the last round's odd threads' 1 h tasks. */
+    ASSERT_UEQ((uint64_t) NEXIT * PER_EXIT + (uint64_t) round * NEXIT / 2 * 10,
+               uvtw_wheel_pending(wheel));
+    ASSERT_UV_OK(uv_thread_create(&canceller, exit_canceller, &round));
+    ASSERT_UV_OK(uv_thread_join(&canceller));
+    ex_round_done = round;
+    run_until(ex_ran, 0);
+    /* Left: the 1 h tasks of the odd-numbered threads of every round. */
+    live = (uint64_t) (round + 1) * NEXIT / 2 * 10;
+    ASSERT_UEQ(live, uvtw_wheel_pending(wheel));
+    for (k = 0; k < (round + 1) * NEXIT; k++)
+      for (i = 0; i < PER_EXIT; i++) {
+        ASSERT_EQ(i < 20, atomic_load(&ex_tasks[k][i].runs));
+        ASSERT_EQ(0, atomic_load(&ex_tasks[k][i].finals));
+      }
+  }
+  run_for(5);
+  uvtw_wheel_stats(wheel, &st);
+  ASSERT_UEQ(2 * NEXIT * PER_EXIT, st.tasks_accepted);
+  ASSERT_UEQ(2 * NEXIT * 20, st.tasks_run);
+  ASSERT_UEQ(NEXIT * 10, st.tasks_cancelled);
+  ASSERT_UEQ(NEXIT * 10, st.tasks_live);
+  teardown();
+  finals = 0;
+  for (k = 0; k < 2 * NEXIT; k++)
+    for (i = 20; i < PER_EXIT; i++) {
+      finals += atomic_load(&ex_tasks[k][i].finals);
+      ASSERT_EQ(k % 2, atomic_load(&ex_tasks[k][i].finals));
+    }
+  ASSERT_EQ(NEXIT * 10, finals);
+}
+
+
+/* ---- many-wheels ------------------------------------------------------- */
+
+#define NWHEELS 6
+#define PER_WHEEL 300
+
+typedef struct {
+  int wheel;
+  int seq;
+} mw_arg_t;
+
+static uvtw_wheel_t* mw[NWHEELS];
+static mw_arg_t mw_args[NWHEELS][PER_WHEEL];
+static int mw_next[NWHEELS];
+static int mw_total;
+static int mw_closed;
+
+
+static void mw_cb(void* arg, int status) {
+  mw_arg_t* a;
+
+  a = arg;
+  ASSERT_EQ(0, status);
+  /* Due at the same moment, submitted by one thread: submission order. */
+  ASSERT_EQ(mw_next[a->wheel], a->seq);
+  mw_next[a->wheel]++;
+  mw_total++;
+}
+
+
+static void mw_submitter(void* arg) {
+  int i;
+  int k;
+
+  (void) arg;
+  for (i = 0; i < PER_WHEEL; i++)
+    for (k = 0; k < NWHEELS; k++) {
+      mw_args[k][i].wheel = k;
+      mw_args[k][i].seq = i;
+      ASSERT_EQ(0, uvtw_submit(mw[k], 50, 0, 0, mw_cb, &mw_args[k][i],
+                               NULL));
+    }
+}
+
+
+static int mw_all_ran(void) {
+  return mw_total == NWHEELS * PER_WHEEL;
+}
+
+
+static void mw_close_cb(uvtw_wheel_t* w) {
+  (void) w;
+  mw_closed++;
+}
+
+
+static void case_many_wheels(void) {
+  uv_thread_t tid;
+  int k;
+
+  setup(0);
+  for (k = 0; k < NWHEELS; k++)
+    ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &mw[k]));
+  ASSERT_UV_OK(uv_thread_create(&tid, mw_submitter, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  for (k = 0; k < NWHEELS; k++)
+    ASSERT_UEQ(PER_WHEEL, uvtw_wheel_pending(mw[k]));
+  run_until(mw_all_ran, 0);
+  for (k = 0; k < NWHEELS; k++) {
+    ASSERT_EQ(PER_WHEEL, mw_next[k]);
+    ASSERT_UEQ(0, uvtw_wheel_pending(mw[k]));
+    ASSERT_EQ(0, uvtw_wheel_close(mw[k], mw_close_cb));
+  }
+  ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
+  teardown();
+  ASSERT_EQ(NWHEELS, mw_closed);
+}
+
+
+/* ---- reused-address ---------------------------------------------------- */
+
+static uv_sem_t ra_go;
+static uv_sem_t ra_done;
+static uvtw_wheel_t* ra_target;
+static task_t ra_task[2];
+static int ra_step;
+static int ra_closes;
+
+
+static void ra_thread(void* arg) {
+  (void) arg;
+  /* Step 0: a record of wheel A.  Step 1: the wheel at A's address. */
+  for (ra_step = 0; ra_step < 2; ra_step++) {
+    uv_sem_wait(&ra_go);
+    task_init(&ra_task[ra_step]);
+    ASSERT_EQ(0, uvtw_submit(ra_target, 0, 0, 0, task_cb, &ra_task[ra_step],
+                             &ra_task[ra_step].id));
+    uv_sem_post(&ra_done);
+  }
+}
+
+
+static int ra_ran(void) {
+  return atomic_load(&ra_task[1].returned) == 1;
+}
+
+
+static void ra_closed(uvtw_wheel_t* w) {
+  (void) w;
+  ra_closes++;
+}
+
+
+static void case_reused_address(void) {
+  uvtw__producer_t* rec;
+  uvtw_wheel_t* old;
+  uvtw_wheel_t* spare[8];
+  uv_thread_t tid;
+  int nspare;
+  int owned;
+
+  setup(0);
+  ASSERT_UV_OK(uv_sem_init(&ra_go, 0));
+  ASSERT_UV_OK(uv_sem_init(&ra_done, 0));
+  ASSERT_UV_OK(uv_thread_create(&tid, ra_thread, NULL));
+  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &ra_target));
+  old = ra_target;
+  uv_sem_post(&ra_go);
+  uv_sem_wait(&ra_done);
+  /* The thread holds a record of A, and A's id in its cache; A closes with
+   * the task live (its final call comes) and is freed. */
+  ASSERT_EQ(0, uvtw_wheel_close(ra_target, ra_closed));
+  while (ra_closes == 0)
+    one_pass();
+  ASSERT_EQ(1, atomic_load(&ra_task[0].finals));
+  ASSERT_EQ(0, atomic_load(&ra_task[0].runs));
+  /* New wheels until one lands where A was. */
+  for (nspare = 0; nspare < 8; nspare++) {
+    ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &ra_target));
+    if (ra_target == old)
+      break;
+    spare[nspare] = ra_target;
+  }
+  printf("reused-address: a new wheel at the freed wheel's address after "
+         "%d other wheels\n", nspare);
+  if (nspare == 8)
+    ra_target = spare[--nspare]; /* still a fresh wheel for the thread */
+  uv_sem_post(&ra_go);
+  uv_sem_wait(&ra_done);
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  /* Its record of the new wheel is the new wheel's own. */
+  owned = 0;
+  for (rec = atomic_load(&ra_target->tasks.producers); rec != NULL;
+       rec = rec->next)
+    owned++;
+  ASSERT_EQ(1, owned);
+  run_until(ra_ran, 0);
+  ASSERT_EQ(1, atomic_load(&ra_task[1].runs));
+  ra_closes = 0;
+  ASSERT_EQ(0, uvtw_wheel_close(ra_target, ra_closed));
+  owned = nspare + 1;
+  while (nspare > 0)
+    ASSERT_EQ(0, uvtw_wheel_close(spare[--nspare], ra_closed));
+  while (ra_closes != owned)
+    one_pass();
+  teardown();
+  uv_sem_destroy(&ra_go);
+  uv_sem_destroy(&ra_done);
+}
+
+
+/* ---- foreign-cancel ---------------------------------------------------- */
+
+#define NFOREIGN 1500 /* about 3 blocks of the producer's queue */
+
+static task_t fc_tasks[NFOREIGN];
+
+
+static void fc_submitter(void* arg) {
+  int i;
+
+  (void) arg;
+  for (i = 0; i < NFOREIGN; i++) {
+    task_init(&fc_tasks[i]);
+    submit(&fc_tasks[i], i % 2 ? 0 : 3600 * 1000, 0, 0);
+  }
+}
+
+
+static void fc_canceller(void* arg) {
+  int from;
+  int i;
+
+  from = *(int*) arg;
+  for (i = from; i < NFOREIGN; i += 2)
+    ASSERT_EQ(0, cancel(&fc_tasks[i]));
+}
+
+
+static void case_foreign_cancel(void) {
+  uv_thread_t tid;
+  uvtw_stats_t st;
+  int from;
+  int i;
+
+  setup(0);
+  /* The loop does not run: every task is still in the producer's queue
+   * when the other thread cancels the ones due now. */
+  ASSERT_UV_OK(uv_thread_create(&tid, fc_submitter, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_UEQ(NFOREIGN, uvtw_wheel_pending(wheel));
+  from = 1;
+  ASSERT_UV_OK(uv_thread_create(&tid, fc_canceller, &from));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_UEQ(NFOREIGN / 2, uvtw_wheel_pending(wheel));
+  /* The loop takes in the 1 h tasks; then the other thread cancels them:
+   * notices through its own queue. */
+  run_for(20);
+  uvtw_wheel_stats(wheel, &st);
+  ASSERT_UEQ(NFOREIGN, st.tasks_accepted);
+  ASSERT_UEQ(NFOREIGN / 2, st.tasks_cancelled);
+  ASSERT_UEQ(NFOREIGN / 2, uvtw__tasks_filed(wheel));
+  from = 0;
+  ASSERT_UV_OK(uv_thread_create(&tid, fc_canceller, &from));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
+  run_for(20);
+  ASSERT_UEQ(0, uvtw__tasks_filed(wheel));
+  for (i = 0; i < NFOREIGN; i++) {
+    ASSERT_EQ(0, atomic_load(&fc_tasks[i].runs));
+    ASSERT_EQ(UV_ENOENT, uvtw_cancel(wheel, fc_tasks[i].id));
+  }
+  uvtw_wheel_stats(wheel, &st);
+  ASSERT_UEQ(NFOREIGN, st.tasks_cancelled);
+  ASSERT_UEQ(0, st.tasks_run);
+  teardown();
+  for (i = 0; i < NFOREIGN; i++)
+    ASSERT_EQ(0, atomic_load(&fc_tasks[i].finals));
+}
+
+
+/* ---- blocks ------------------------------------------------------------ */
+
+#define NBLOCKS 2000
+
+static int bl_order[NBLOCKS];
+static int bl_ran;
+static int bl_seq[NBLOCKS];
+static uvtw_id_t bl_ids[NBLOCKS];
+
+
+static void bl_cb(void* arg, int status) {
+  ASSERT_EQ(0, status);
+  bl_order[bl_ran++] = *(int*) arg;
+}
+
+
+static void bl_thread(void* arg) {
+  int i;
+
+  (void) arg;
+  for (i = 0; i < NBLOCKS; i++) {
+    bl_seq[i] = i;
+    ASSERT_EQ(0, uvtw_submit(wheel, 30, 0, 0, bl_cb, &bl_seq[i], &bl_ids[i]));
+  }
+  /* Every third, oldest first: in full blocks and in the one being filled. */
+  for (i = 0; i < NBLOCKS; i += 3)
+    ASSERT_EQ(0, uvtw_cancel(wheel, bl_ids[i]));
+}
+
+
+static int bl_done(void) {
+  return uvtw_wheel_pending(wheel) == 0;
+}
+
+
+static void case_blocks(void) {
+  uv_thread_t tid;
+  int expect;
+  int n;
+  int i;
+
+  setup(0);
+  ASSERT_UV_OK(uv_thread_create(&tid, bl_thread, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  run_until(bl_done, 0);
+  n = 0;
+  for (i = 0; i < NBLOCKS; i++) {
+    if (i % 3 == 0)
+      continue;
+    expect = i;
+    ASSERT_EQ(expect, bl_order[n]);
+    n++;
+  }
+  ASSERT_EQ(n, bl_ran);
+  teardown();
+}
+
+
+/* ---- cancel-vs-take ---------------------------------------------------- */
+
+#define NPROD 4
+
+static task_t* cv_tasks[NPROD];
+static _Atomic uvtw_id_t* cv_ids[NPROD]; /* published after each submit */
+static int cv_n;
+static atomic_int cv_finished;
+
+
+/* Cancels task i of producer p from another thread. */
+static void cv_cancel_other(int p, int i) {
+  uvtw_id_t id;
+  task_t* t;
+  int runs_before;
+  int r;
+
+  t = &cv_tasks[p][i];
+  while ((id = atomic_load(&cv_ids[p][i])) == 0)
+    uv_sleep(0);
+  runs_before = atomic_load(&t->runs);
+  r = uvtw_cancel(wheel, id);
+  note_cancel(t, runs_before, r);
+  atomic_store(&t->cancel_result, r);
+}
+
+
+static void cv_producer(void* arg) {
+  task_t* mine;
+  int p;
+  int i;
+  int k;
+
+  p = (int) (intptr_t) arg;
+  mine = cv_tasks[p];
+  for (i = 0; i < cv_n; i++) {
+    task_init(&mine[i]);
+    submit(&mine[i], 0, 0, 0);
+    atomic_store(&cv_ids[p][i], mine[i].id);
+    switch (i % 4) {
+    case 1:
+      cancel(&mine[i]); /* at once: usually taken back */
+      break;
+    case 2:
+      for (k = 0; k < (i & 63); k++)
+        __asm__ volatile("" ::: "memory");
+      cancel(&mine[i]); /* a moment later: racing the loop's take */
+      break;
+    default:
+      break; /* 0: the next producer cancels it; 3: runs */
+    }
+    /* Kind 0 of the previous producer, which submitted it before it got
+     * to its own cancels of round i - 1. */
+    if (i > 0 && (i - 1) % 4 == 0)
+      cv_cancel_other((p + NPROD - 1) % NPROD, i - 1);
+  }
+  atomic_fetch_add(&cv_finished, 1);
+}
+
+
+static int cv_done(void) {
+  return atomic_load(&cv_finished) == NPROD && uvtw_wheel_pending(wheel) == 0;
+}
+
+
+static void case_cancel_vs_take(void) {
+  uv_thread_t tid[NPROD];
+  uint64_t runs;
+  uint64_t cancels;
+  int p;
+  int i;
+  int r;
+
+  cv_n = scale_n(20000, 8);
+  cv_n -= cv_n % 4;
+  setup(0);
+  for (p = 0; p < NPROD; p++) {
+    cv_tasks[p] = calloc((size_t) cv_n, sizeof(task_t));
+    cv_ids[p] = calloc((size_t) cv_n, sizeof(cv_ids[p][0]));
+    ASSERT(cv_tasks[p] != NULL && cv_ids[p] != NULL);
+  }
+  atomic_store(&cv_finished, 0);
+  for (p = 0; p < NPROD; p++)
+    ASSERT_UV_OK(uv_thread_create(&tid[p], cv_producer, (void*) (intptr_t) p));
+  run_until(cv_done, 1);
+  for (p = 0; p < NPROD; p++)
+    ASSERT_UV_OK(uv_thread_join(&tid[p]));
+  runs = 0;
+  cancels = 0;
+  for (p = 0; p < NPROD; p++)
+    for (i = 0; i < cv_n; i++) {
+      task_t* t = &cv_tasks[p][i];
+
+      r = atomic_load(&t->cancel_result);
+      ASSERT_EQ(0, atomic_load(&t->finals));
+      if (i % 4 == 3) {
+        ASSERT_EQ(1, atomic_load(&t->runs)); /* never cancelled */
+      } else if (r == 0) {
+        ASSERT_EQ(0, atomic_load(&t->runs));
+        cancels++;
+        continue;
+      } else {
+        ASSERT(r == UV_EBUSY || r == UV_ENOENT);
+        ASSERT_EQ(1, atomic_load(&t->runs));
+        if (r == UV_EBUSY)
+          cancels++; /* "ended by a cancel (0 or UV_EBUSY)" */
+      }
+      runs++;
+    }
+  printf("cancel-vs-take: %d tasks, %llu ran, %llu cancelled\n",
+         NPROD * cv_n, (unsigned long long) runs,
+         (unsigned long long) cancels);
+  ASSERT(stats_agree((uint64_t) NPROD * cv_n, runs, cancels, 0));
+  teardown();
+  for (p = 0; p < NPROD; p++) {
+    free(cv_tasks[p]);
+    free((void*) cv_ids[p]);
+  }
+}
+
+
+static const test_case_t cases[] = {
+    {"exited-threads", case_exited_threads},
+    {"many-wheels", case_many_wheels},
+    {"reused-address", case_reused_address},
+    {"foreign-cancel", case_foreign_cancel},
+    {"blocks", case_blocks},
+    {"cancel-vs-take", case_cancel_vs_take},
+};
+
+
+int main(int argc, char** argv) {
+  size_t i;
+  int ran;
+
+  ran = 0;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+      continue;
+    printf("%s\n", cases[i].name);
+    fflush(stdout);
+    cases[i].fn();
+    ran++;
+  }
+  if (ran == 0) {
+    fprintf(stderr, "no case named %s\n", argv[1]);
+    return 1;
+  }
+  return 0;
+}

@@ -41,17 +41,6 @@ static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uint64_t* _Atomic gen_chunks[UVTW__CHUNKS];
 
 
-static unsigned chunk_of(uint32_t index, uint64_t* offset) {
-  uint64_t q;
-  unsigned c;
-
-  q = (uint64_t) index / UVTW__CHUNK0 + 1;
-  c = 63 - __builtin_clzll(q);
-  *offset = index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1);
-  return c;
-}
-
-
 /* Makes sure the counters of chunk c exist (under the pool's grow_lock). */
 static int gen_chunk_ensure(unsigned c) {
   _Atomic uint64_t* chunk;
@@ -80,7 +69,7 @@ static int gen_reserve(uvtw__task_t* node, uint64_t n, uint64_t* gen) {
   uint64_t used;
   unsigned c;
 
-  c = chunk_of(node->index, &offset);
+  c = uvtw__pool_chunk_of(node->index, &offset);
   /* Published before the pool's chunk that holds this node. */
   counter = &atomic_load_explicit(&gen_chunks[c], memory_order_acquire)[offset];
   /* The counter holds the generations handed out; generation 0 is never. */
@@ -93,21 +82,6 @@ static int gen_reserve(uvtw__task_t* node, uint64_t n, uint64_t* gen) {
   *gen = used + 1;
   node->gen_end = used + 1 + n;
   return 0;
-}
-
-
-uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index) {
-  uvtw__task_t* chunk;
-  uint64_t offset;
-  unsigned c;
-
-  c = chunk_of(index, &offset);
-  if (c >= UVTW__CHUNKS)
-    return NULL;
-  chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
-  if (chunk == NULL)
-    return NULL;
-  return &chunk[offset];
 }
 
 
@@ -211,19 +185,29 @@ static int grow(uvtw__pool_t* pool, uint64_t i) {
 }
 
 
-uvtw__task_t* uvtw__pool_alloc_new(uvtw__pool_t* pool, uint64_t* gen) {
+unsigned uvtw__pool_alloc_new(uvtw__pool_t* pool,
+                              uvtw__task_t** out,
+                              uint64_t* gens,
+                              unsigned want) {
   uvtw__task_t* node;
+  uint64_t first;
   uint64_t i;
+  unsigned n;
 
-  do {
-    i = atomic_fetch_add_explicit(&pool->bump, 1, memory_order_relaxed);
+  /* A run of indices for this caller alone: one RMW on `bump`. */
+  UVTW__ASSERT(want >= 1 && want <= UVTW__BATCH);
+  first = atomic_fetch_add_explicit(&pool->bump, want, memory_order_relaxed);
+  n = 0;
+  for (i = first; i < first + want; i++) {
     while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
       if (grow(pool, i) != 0)
-        return NULL;
+        return n;
     node = uvtw__pool_node_at(pool, (uint32_t) i);
     node->index = (uint32_t) i;
-  } while (gen_reserve(node, GEN_FIRST, gen) != 0); /* a worn-out index */
-  return node;
+    if (gen_reserve(node, GEN_FIRST, &gens[n]) == 0) /* else worn out */
+      out[n++] = node;
+  }
+  return n;
 }
 
 

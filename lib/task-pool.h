@@ -53,13 +53,27 @@ int uvtw__pool_init(uvtw__pool_t* pool);
 /* Frees the chunks. */
 void uvtw__pool_destroy(uvtw__pool_t* pool);
 
-/* The node with this index, or NULL if its chunk does not exist (an id
- * that was never issued).  Any thread. */
-uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool, uint32_t index);
+/* The chunk that holds index, and the index's offset in it. */
+static inline unsigned uvtw__pool_chunk_of(uint32_t index, uint64_t* offset) {
+  uint64_t q;
+  unsigned c;
 
-/* A never-used node (zeroed), with the first generation of its index in
- * *gen.  NULL when out of memory.  Any thread. */
-uvtw__task_t* uvtw__pool_alloc_new(uvtw__pool_t* pool, uint64_t* gen);
+  q = (uint64_t) index / UVTW__CHUNK0 + 1;
+  c = 63 - (unsigned) __builtin_clzll(q);
+  *offset = index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1);
+  return c;
+}
+
+
+/* uvtw__pool_node_at, the node with an index, is in task.h. */
+
+/* Up to `want` (1..UVTW__BATCH) never-used nodes (zeroed) into out[],
+ * with the first generation of each one's index in gens[]; returns how
+ * many, 0 when out of memory (or 2^28 nodes).  Any thread. */
+unsigned uvtw__pool_alloc_new(uvtw__pool_t* pool,
+                              uvtw__task_t** out,
+                              uint64_t* gens,
+                              unsigned want);
 
 /* Pops one free batch into out[] (room for UVTW__BATCH); returns its
  * length, 0 if none is free.  Any thread. */

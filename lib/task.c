@@ -164,20 +164,28 @@ typedef struct {
   uvtw__producer_t* rec;
 } tls_record_t;
 
-static _Thread_local tls_record_t tls_records[TLS_RECORDS];
-static _Thread_local unsigned tls_next;
+/* This thread's state, in one thread-local object.  initial-exec: one
+ * %fs-relative load instead of a __tls_get_addr call per access (which
+ * cost more than the rest of a cancel); the object is small, so even a
+ * dlopen()ed libuvtw finds room for it in glibc's static TLS surplus. */
+static _Thread_local struct {
+  /* The records this thread used last, most recent first, so that a call
+   * finds its record without a search. */
+  tls_record_t records[TLS_RECORDS];
+  /* The task whose callback runs on this thread, to tell a cancel from
+   * inside its own callback. */
+  uvtw__task_t* current_task;
+  /* Its address names the thread: the loop thread is the one whose token
+   * the wheel recorded at creation, and a record belongs to the thread
+   * whose token it holds. */
+  char token;
+} tls __attribute__((tls_model("initial-exec")));
+
+#define current_task (tls.current_task)
+#define thread_token (tls.token)
 
 /* Serials of wheels, process-wide; 0 is never one. */
 static _Atomic uint64_t wheel_serials;
-
-/* The task whose callback runs on this thread, to tell a cancel from inside
- * its own callback. */
-static _Thread_local uvtw__task_t* current_task;
-
-/* Its address names the calling thread: the loop thread is the one whose
- * token the wheel recorded at creation, and a record belongs to the thread
- * whose token it holds. */
-static _Thread_local char thread_token;
 
 
 
@@ -264,65 +272,94 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
 }
 
 
-static uvtw__producer_t* record_find(uvtw_wheel_t* wheel) {
+static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
   uvtw__producer_t* rec;
-  tls_record_t* e;
-  unsigned i;
 
-  for (i = 0; i < TLS_RECORDS; i++) {
-    e = &tls_records[i];
-    if (e->wheel == wheel && e->serial == wheel->tasks.serial)
-      return e->rec;
+  rec = aligned_alloc(64, sizeof(*rec));
+  if (rec == NULL)
+    return NULL;
+  memset(rec, 0, sizeof(*rec));
+  rec->wblock = block_new(rec);
+  if (rec->wblock == NULL) {
+    free(rec);
+    return NULL;
   }
-  /* Not cached: this thread's record, or one left by an exited thread
-   * whose thread-local block this thread now has (so it is this thread's
-   * too), or a new one. */
-  for (rec = atomic_load_explicit(&wheel->tasks.producers,
-                                  memory_order_acquire);
-       rec != NULL; rec = rec->next)
-    if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
-        &thread_token)
-      break;
-  if (rec == NULL) {
-    rec = aligned_alloc(64, sizeof(*rec));
-    if (rec == NULL)
-      return NULL;
-    memset(rec, 0, sizeof(*rec));
-    rec->wblock = block_new(rec);
-    if (rec->wblock == NULL) {
-      free(rec);
-      return NULL;
-    }
-    rec->rblock = rec->wblock;
-    atomic_init(&rec->owner, &thread_token);
-    rec->next = atomic_load_explicit(&wheel->tasks.producers,
-                                     memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(
-        &wheel->tasks.producers, &rec->next, rec, memory_order_release,
-        memory_order_relaxed))
-      ;
-  }
-  e = &tls_records[tls_next++ % TLS_RECORDS];
-  e->wheel = wheel;
-  e->serial = wheel->tasks.serial;
-  e->rec = rec;
+  rec->rblock = rec->wblock;
+  atomic_init(&rec->owner, &thread_token);
+  rec->next = atomic_load_explicit(&wheel->tasks.producers,
+                                   memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &wheel->tasks.producers, &rec->next, rec, memory_order_release,
+      memory_order_relaxed))
+    ;
   return rec;
 }
 
 
-/* A free node from the record's cache, refilled from the pool. */
+/* record_find's search, when the wheel is not the one this thread used
+ * last. */
+static __attribute__((noinline)) uvtw__producer_t* record_search(
+    uvtw_wheel_t* wheel) {
+  uvtw__producer_t* rec;
+  tls_record_t hit;
+  unsigned i;
+
+  for (i = 1; i < TLS_RECORDS; i++)
+    if (tls.records[i].wheel == wheel &&
+        tls.records[i].serial == wheel->tasks.serial)
+      break;
+  if (i < TLS_RECORDS) {
+    rec = tls.records[i].rec;
+  } else {
+    /* Not cached: this thread's record, or one left by an exited thread
+     * whose thread-local block this thread now has (so it is this
+     * thread's too), or a new one. */
+    i = TLS_RECORDS - 1;
+    for (rec = atomic_load_explicit(&wheel->tasks.producers,
+                                    memory_order_acquire);
+         rec != NULL; rec = rec->next)
+      if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
+          &thread_token)
+        break;
+    if (rec == NULL && (rec = record_new(wheel)) == NULL)
+      return NULL;
+  }
+  hit.wheel = wheel;
+  hit.serial = wheel->tasks.serial;
+  hit.rec = rec;
+  memmove(&tls.records[1], &tls.records[0], i * sizeof(tls.records[0]));
+  tls.records[0] = hit;
+  return rec;
+}
+
+
+/* The calling thread's record of the wheel: a new one on its first call,
+ * NULL if out of memory. */
+static inline uvtw__producer_t* record_find(uvtw_wheel_t* wheel) {
+  if (tls.records[0].wheel == wheel &&
+      tls.records[0].serial == wheel->tasks.serial)
+    return tls.records[0].rec;
+  return record_search(wheel);
+}
+
+
+/* A free node from the record's cache, refilled from the pool: a free
+ * batch, else one never-used node (one at a time, so that an ended node is
+ * reused before a fresh one is touched). */
 static uvtw__task_t* cache_get(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
-  uvtw__task_t* node;
-  uint64_t gen;
+  uint64_t gens[UVTW__BATCH];
+  unsigned i;
 
   if (rec->ncache == 0) {
     rec->ncache = uvtw__pool_take_batch(&tasks->pool, rec->cache);
     if (rec->ncache == 0) {
-      node = uvtw__pool_alloc_new(&tasks->pool, &gen);
-      if (node != NULL)
-        atomic_store_explicit(&node->state, gen << GEN_SHIFT | T_FREE,
+      rec->ncache = uvtw__pool_alloc_new(&tasks->pool, rec->cache, gens, 1);
+      if (rec->ncache == 0)
+        return NULL;
+      for (i = 0; i < rec->ncache; i++)
+        atomic_store_explicit(&rec->cache[i]->state,
+                              gens[i] << GEN_SHIFT | T_FREE,
                               memory_order_relaxed);
-      return node;
     }
   }
   return rec->cache[--rec->ncache];

@@ -54,6 +54,24 @@ struct uvtw__task_s {
   uint8_t held;       /* counted in the loop's `held` */
 };
 
+/* The node with this index, or NULL if its chunk does not exist (an id
+ * that was never issued).  Any thread. */
+static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
+                                               uint32_t index) {
+  uvtw__task_t* chunk;
+  uint64_t offset;
+  unsigned c;
+
+  c = uvtw__pool_chunk_of(index, &offset);
+  if (c >= UVTW__CHUNKS)
+    return NULL;
+  chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
+  if (chunk == NULL)
+    return NULL;
+  return &chunk[offset];
+}
+
+
 /* A producer's queue is a chain of blocks of ids, each one page: only the
  * producer writes ids, only the loop reads them (8 per cache line), and a
  * consumed block goes back to its producer.  Slot values: 0 not written

@@ -38,6 +38,7 @@ typedef struct uvtw__pool_s {
   /* Stack of free batches: (ABA tag << 32) | (index + 1 of the head node
    * of the top batch). */
   _Atomic uint64_t free_head;
+  char pad_[64]; /* chunks[] is read by every cancel: not on that line */
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS]; /* 64-byte aligned */
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned, under grow_lock */
   _Atomic uint64_t bump;     /* next never-used node index */

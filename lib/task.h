@@ -130,20 +130,33 @@ struct uvtw__work_s {
   uint8_t uv_cancel_asked; /* at close */
 };
 
+/* The wheel is malloc()ed, so lines are kept apart by padding rather than
+ * by alignment: fields more than 64 bytes apart never share a line. */
+#define UVTW__PAD(name) char name[64]
+
 typedef struct uvtw__tasks_s {
+  /* Read by every call; written only at creation, close, and when a
+   * thread makes its record. */
   size_t max_tasks;
-  /* CLOSING | CLOSED: written twice in the wheel's life, read by every
-   * call. */
+  /* CLOSING | CLOSED. */
   _Atomic uint64_t close_word;
-  /* A producer has sent the wake-up that the async callback has not yet
-   * begun to serve (task.c, wake_loop). */
-  _Atomic int wake_pending;
   /* Process-wide serial of this wheel: with the wheel's address, the key
    * of a thread's cached record (a new wheel at a freed wheel's address
    * has a new serial). */
   uint64_t serial;
   /* Producer records, newest first. */
   uvtw__producer_t* _Atomic producers;
+  /* The thread that created the wheel, which is its loop thread: the
+   * address of that thread's token (task.c).  Set before the wheel is
+   * shared, never written again. */
+  const char* loop_thread;
+  UVTW__PAD(pad0_);
+
+  /* A producer has sent the wake-up that the async callback has not yet
+   * begun to serve (task.c, wake_loop): written once per wake-up. */
+  _Atomic int wake_pending;
+  UVTW__PAD(pad1_);
+
   /* Live tasks under max_tasks, when max_tasks is set: reserved by submit
    * in one CAS, returned by whoever ends the task. */
   _Atomic uint64_t reserved;
@@ -152,12 +165,9 @@ typedef struct uvtw__tasks_s {
   _Atomic uint64_t ended_shared;
   /* Notices of cancels made without a record: a Treiber stack. */
   uvtw__task_t* _Atomic queue;
-  uvtw__pool_t pool;
+  UVTW__PAD(pad2_);
 
-  /* The thread that created the wheel, which is its loop thread: the
-   * address of that thread's `thread_token` (task.c).  Set before the
-   * wheel is shared, never written again. */
-  const char* loop_thread;
+  uvtw__pool_t pool;
 
   /* Loop thread only. */
   int holds_loop;          /* the async handle is referenced for tasks */

@@ -87,7 +87,11 @@ typedef struct uvtw_options_s {
 
 /* Counters of one wheel.  The task counters are kept by the loop thread as
  * it processes tasks, so they trail the other threads' calls by up to one
- * loop iteration; tasks_live is exact at any moment. */
+ * loop iteration; except that a task cancelled before the loop took it in
+ * counts in tasks_accepted and tasks_cancelled as soon as the cancel
+ * returns.  tasks_live is exact: it counts every task whose uvtw_submit
+ * returned 0 before this call and that has not ended (a submit or cancel
+ * still in progress on another thread may or may not be counted). */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;  /* loop-thread timers now active */
   uint64_t tasks_live;     /* cross-thread tasks accepted, not yet finished */
@@ -95,7 +99,8 @@ typedef struct uvtw_stats_s {
   uint64_t driver_wakeups; /* times the driver uv_timer_t fired */
   uint64_t cascades;       /* timers re-filed from a slot (not expired) */
   uint64_t async_wakeups;  /* times the uv_async_t callback ran */
-  uint64_t tasks_accepted; /* submissions the loop has taken in */
+  uint64_t tasks_accepted; /* submissions taken in by the loop, or cancelled
+                              before it took them in */
   uint64_t tasks_run;      /* task callbacks run with status 0 */
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
@@ -267,10 +272,23 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * the wheel is freed; the loop thread allocates a threadpool request only
  * when more UVTW_THREADPOOL tasks are queued or running at once than ever
  * before), and at most one uv_async_send per batch the loop has not yet
- * taken in.  Memory order: everything the calling thread wrote
- * before uvtw_submit happens-before cb runs.  The task counts in
- * uvtw_wheel_pending and under max_tasks from the moment this returns 0
- * until it ends; a one-shot ends when its run returns.
+ * begun to take in.  Each thread that calls uvtw_submit or uvtw_cancel on
+ * a wheel gets its own record of that wheel on its first call (malloc):
+ * a queue of ids that only it fills and only the loop empties, in one-page
+ * blocks (one at first, more only while the loop lags behind this thread),
+ * and a cache of up to 64 free task nodes, about 5 KB in all.  Records are
+ * freed with the wheel, so a thread may exit at any time; a thread started
+ * later may take over the record of one that exited.  With max_tasks 0, a
+ * submit or a cancel writes only the calling thread's record and the
+ * task's node, plus, once per batch, the wake-up flag and (per 32 nodes)
+ * the shared free-node pool; with max_tasks set, each submit and each end
+ * of a task also updates one shared counter, which makes the bound exact.  Memory order: everything
+ * the calling thread wrote before uvtw_submit happens-before cb runs.  The
+ * task counts in uvtw_wheel_pending and under max_tasks from the moment
+ * this returns 0 until it ends; a one-shot ends when its run returns.  A
+ * submit from another thread that races with uvtw_wheel_close either
+ * returns UV_ECANCELED (nothing scheduled) or 0 (and the task gets its
+ * final call).
  *
  * Liveness: a live task keeps the loop alive, as a uv_queue_work request
  * does, so uv_run(UV_RUN_DEFAULT) does not return while it waits, runs or
@@ -298,7 +316,8 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory (or 2^28 task nodes in use);
+ *         UV_ENOMEM     out of memory (or 2^28 task nodes in use), also
+ *                       for this thread's record of the wheel;
  *         UV_ECANCELED  the wheel is closing.
  * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
@@ -316,7 +335,10 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     run again (from inside the task's own callback: no
  *                     further run after this one).  No final call follows;
  *                     arg is the caller's again.  The task's place under
- *                     max_tasks is free at once, its node as soon as the
+ *                     max_tasks is free at once.  A task the loop has not
+ *                     taken in yet is taken back from its producer's queue
+ *                     and its node is reused at once, by the cancelling
+ *                     thread; otherwise the node is free as soon as the
  *                     loop next runs (not at its deadline).
  *         UV_EBUSY    a run is executing right now on another thread; no
  *                     further run will start after it, and the task ends

@@ -634,9 +634,13 @@ static void retract(uvtw__tasks_t* tasks,
   slot = node->q.slot;
   if (rec != NULL && slot >= rec->wblock->slot &&
       slot < rec->wblock->slot + rec->widx) {
-    /* In the block this thread is filling: nobody else writes it. */
+    /* In the block this thread is filling: nobody else writes it (the loop
+     * zeroes a block only after it moved past it). */
     atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
   } else {
+    /* The slot's line is usually still this core's (the loop has not read
+     * that far), so the CAS costs a barrier but no transfer; leaving the id
+     * instead would cost the loop a read of the node's line. */
     expected = id;
     atomic_compare_exchange_strong_explicit(slot, &expected, TOMBSTONE,
                                             memory_order_relaxed,

@@ -612,9 +612,13 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->q.slot = &rec->wblock->slot[rec->widx];
   queue_put(rec, id_of(node, gen));
   if (atomic_load_explicit(&tasks->close_word, memory_order_seq_cst) &
-          CLOSING &&
-      !on_loop && take_back(tasks, rec, node))
-    return UV_ECANCELED;
+      CLOSING) {
+    /* No wake-up: close drains every queue until it counts no task live,
+     * and its async handle may be closing already. */
+    if (!on_loop && take_back(tasks, rec, node))
+      return UV_ECANCELED;
+    return 0;
+  }
   wake_loop(wheel);
   return 0;
 }

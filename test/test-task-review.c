@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: MIT */
+/* Review of issue 10's producer records: cases that probe the contract
+ * where the reviewer suspected a gap (run one with its name as argument).
+ *
+ *   drain-batch      the header's liveness rule: a task submitted from
+ *                    another thread while a referenced handle keeps the
+ *                    loop running holds the loop until it ends.  Here the
+ *                    worker first submits and at once cancels more tasks
+ *                    than one async callback takes in (DRAIN_BATCH, 4096),
+ *                    which leaves their queue slots taken back (tombstones),
+ *                    then submits one task due now, all while a repeating
+ *                    uv_timer_t is active; the timer's callback then stops
+ *                    it.  uv_run(UV_RUN_DEFAULT) must not return before the
+ *                    task ran.
+ *   busy-place       the header: after UV_EBUSY "the task ends when that run
+ *                    returns", and a task counts in uvtw_wheel_pending and
+ *                    under max_tasks until it ends.  A threadpool one-shot
+ *                    is cancelled (UV_EBUSY) while it runs, with max_tasks 1;
+ *                    once its run returned, and before the loop runs again,
+ *                    pending must be 0 and a new submit must not get
+ *                    UV_ENOSPC (as for a one-shot that was not cancelled,
+ *                    whose end work_cb counts).
+ *   loop-held-stats  uvtw_stats_t: "a task cancelled before the loop took it
+ *                    in counts in tasks_accepted and tasks_cancelled as
+ *                    soon as the cancel returns".  The loop's owner submits
+ *                    a task before uv_run and cancels it at once; the stats
+ *                    read right after must count it (they do for a task
+ *                    submitted and cancelled by another thread).
+ *   live-snapshot    uvtw_wheel_pending from another thread while a new
+ *                    thread's first task is submitted and ends.  Task Z is
+ *                    live throughout, so the count must never be 0.  The
+ *                    window lies inside one call (between the read of the
+ *                    record list and the read of the ends), so this case
+ *                    shows the gap only when a debugger holds the reader
+ *                    there (test/review-live-snapshot.gdb); run alone it
+ *                    passes.
+ *   close-inflight   a submit from another thread that has published its task
+ *                    and looked for CLOSING (not set yet) but not yet sent
+ *                    its wake-up, while the loop closes the wheel: the task
+ *                    gets its final call, close completes, the close
+ *                    callback runs and the wheel is freed, all while the
+ *                    submit is still inside the wheel.  Shows a
+ *                    heap-use-after-free under ASan only when a debugger
+ *                    holds the submit there (test/review-close-inflight.gdb);
+ *                    run alone it passes.
+ *   detached-exit    detached threads submit and exit; later detached
+ *                    threads (which may land on an exited thread's
+ *                    thread-local block, and adopt its record) submit and
+ *                    cancel.  Everything runs once; under TSan, no report. */
+
+#include <pthread.h>
+
+#include "internal.h"
+#include "task-harness.h"
+
+typedef struct {
+  const char* name;
+  void (*fn)(void);
+} test_case_t;
+
+
+/* ---- drain-batch -------------------------------------------------------- */
+
+#define DB_TAKEN_BACK 5000 /* more than DRAIN_BATCH */
+
+static uv_timer_t db_hold;
+static task_t db_task;
+
+
+static void db_worker(void* arg) {
+  task_t t;
+  int i;
+
+  (void) arg;
+  for (i = 0; i < DB_TAKEN_BACK; i++) {
+    task_init(&t);
+    submit(&t, 3600 * 1000, 0, 0);
+    ASSERT_EQ(0, cancel(&t)); /* before the loop took it in: taken back */
+  }
+  task_init(&db_task);
+  submit(&db_task, 0, 0, 0);
+}
+
+
+static void db_hold_cb(uv_timer_t* handle) {
+  uv_thread_t tid;
+
+  /* The timer is repeating, so it is active (and referenced) while the
+   * worker submits; it stops only after the worker returned. */
+  ASSERT_UV_OK(uv_thread_create(&tid, db_worker, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_UV_OK(uv_timer_stop(handle));
+}
+
+
+static int db_ran(void) {
+  return atomic_load(&db_task.returned) == 1;
+}
+
+
+static void case_drain_batch(void) {
+  size_t pending;
+  int runs;
+
+  setup(0);
+  ASSERT_UV_OK(uv_timer_init(&loop, &db_hold));
+  ASSERT_UV_OK(uv_timer_start(&db_hold, db_hold_cb, 1, 1000));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  runs = atomic_load(&db_task.runs);
+  pending = uvtw_wheel_pending(wheel);
+  if (runs != 1)
+    fprintf(stderr,
+            "uv_run returned before the task ran: runs %d, pending %zu\n",
+            runs, pending);
+  run_until(db_ran, 0); /* clean up either way */
+  uv_close((uv_handle_t*) &db_hold, NULL);
+  teardown();
+  ASSERT_EQ(1, runs);
+}
+
+
+/* ---- busy-place --------------------------------------------------------- */
+
+static task_t bp_task;
+static task_t bp_next;
+static uv_sem_t bp_started;
+static uv_sem_t bp_go;
+
+
+static int bp_started_run(void) {
+  return atomic_load(&bp_task.runs) == 1;
+}
+
+
+static void case_busy_place(void) {
+  size_t pending;
+  int r;
+
+  setup(1);
+  ASSERT_UV_OK(uv_sem_init(&bp_started, 0));
+  ASSERT_UV_OK(uv_sem_init(&bp_go, 0));
+  task_init(&bp_task);
+  bp_task.started = &bp_started;
+  bp_task.go = &bp_go;
+  submit(&bp_task, 0, 0, UVTW_THREADPOOL);
+  run_until(bp_started_run, 0);
+  ASSERT_EQ(UV_EBUSY, cancel(&bp_task));
+  uv_sem_post(&bp_go);
+  while (atomic_load(&bp_task.returned) != 1)
+    uv_sleep(1);
+  uv_sleep(100); /* work_cb is done with the node by now */
+  /* The loop does not run here: only the pool thread saw the run end. */
+  pending = uvtw_wheel_pending(wheel);
+  task_init(&bp_next);
+  r = uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb, &bp_next, &bp_next.id);
+  if (pending != 0 || r != 0)
+    fprintf(stderr, "after the EBUSY run returned: pending %zu, submit %s\n",
+            pending, r == 0 ? "0" : uv_err_name(r));
+  if (r == 0)
+    ASSERT_EQ(0, cancel(&bp_next));
+  run_until(pending_zero, 0);
+  teardown();
+  uv_sem_destroy(&bp_started);
+  uv_sem_destroy(&bp_go);
+  ASSERT_EQ(0, pending);
+  ASSERT_EQ(0, r);
+}
+
+
+/* ---- loop-held-stats ---------------------------------------------------- */
+
+static void case_loop_held_stats(void) {
+  uvtw_stats_t st;
+  task_t t;
+
+  setup(0);
+  task_init(&t);
+  submit(&t, 3600 * 1000, 0, 0);
+  ASSERT_EQ(0, cancel(&t));
+  uvtw_wheel_stats(wheel, &st);
+  if (st.tasks_accepted != 1 || st.tasks_cancelled != 1)
+    fprintf(stderr, "after the cancel returned: accepted %llu cancelled %llu\n",
+            (unsigned long long) st.tasks_accepted,
+            (unsigned long long) st.tasks_cancelled);
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_UEQ(1, st.tasks_accepted);
+  ASSERT_UEQ(1, st.tasks_cancelled);
+}
+
+
+/* ---- live-snapshot ------------------------------------------------------ */
+
+/* Read by the debugger script: the reader is inside uvtw_wheel_pending. */
+volatile int review_reader_armed;
+static size_t ls_seen;
+static task_t ls_z;
+static task_t ls_x;
+
+
+static void ls_reader(void* arg) {
+  (void) arg;
+  review_reader_armed = 1;
+  ls_seen = uvtw_wheel_pending(wheel);
+  review_reader_armed = 0;
+}
+
+
+static void ls_producer(void* arg) {
+  (void) arg;
+  task_init(&ls_x);
+  submit(&ls_x, 0, 0, 0);
+}
+
+
+static int ls_x_ran(void) {
+  return atomic_load(&ls_x.returned) == 1;
+}
+
+
+static void case_live_snapshot(void) {
+  uv_thread_t reader;
+  uv_thread_t producer;
+
+  setup(0);
+  task_init(&ls_z);
+  submit(&ls_z, 3600 * 1000, 0, 0); /* live until the end */
+  ASSERT_UV_OK(uv_thread_create(&reader, ls_reader, NULL));
+  uv_sleep(300);
+  /* A thread that never called into the wheel: a new record. */
+  ASSERT_UV_OK(uv_thread_create(&producer, ls_producer, NULL));
+  ASSERT_UV_OK(uv_thread_join(&producer));
+  run_until(ls_x_ran, 0);
+  ASSERT_UV_OK(uv_thread_join(&reader));
+  if (ls_seen == 0)
+    fprintf(stderr, "uvtw_wheel_pending saw 0 while Z was live\n");
+  ASSERT_EQ(0, cancel(&ls_z));
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_NE(0, ls_seen);
+}
+
+
+/* ---- close-inflight ----------------------------------------------------- */
+
+/* Read by the debugger script: the producer is inside uvtw_submit. */
+volatile int review_producer_armed;
+static task_t ci_x;
+static atomic_int ci_submit_result;
+
+
+static void ci_producer(void* arg) {
+  (void) arg;
+  task_init(&ci_x);
+  review_producer_armed = 1;
+  atomic_store(&ci_submit_result, uvtw_submit(wheel, 3600 * 1000, 0, 0,
+                                              task_cb, &ci_x, &ci_x.id));
+  review_producer_armed = 0;
+}
+
+
+static void case_close_inflight(void) {
+  uv_thread_t producer;
+
+  setup(0);
+  ASSERT_UV_OK(uv_thread_create(&producer, ci_producer, NULL));
+  uv_sleep(300); /* the producer has published its task by now */
+  uv_close((uv_handle_t*) &poll_timer, NULL);
+  uv_close((uv_handle_t*) &spin_idle, NULL);
+  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(1, atomic_load(&close_cb_called));
+  /* The shutdown rule as a user reads it: no call starts after cb. */
+  ASSERT_UV_OK(uv_thread_join(&producer));
+  ASSERT_EQ(0, uv_loop_close(&loop));
+  /* Either outcome the header allows: 0 and a final call, or ECANCELED. */
+  if (atomic_load(&ci_submit_result) == 0)
+    ASSERT_EQ(1, atomic_load(&ci_x.finals));
+  else
+    ASSERT_EQ(UV_ECANCELED, atomic_load(&ci_submit_result));
+}
+
+
+/* ---- detached-exit ------------------------------------------------------ */
+
+#define DE_ROUNDS 4
+#define DE_THREADS 8
+#define DE_PER 40
+
+static task_t de_tasks[DE_ROUNDS][DE_THREADS][DE_PER];
+static atomic_int de_exited;
+
+
+static void* de_thread(void* arg) {
+  task_t* t;
+  int i;
+
+  t = arg;
+  for (i = 0; i < DE_PER; i++) {
+    task_init(&t[i]);
+    submit(&t[i], i % 2 ? 0 : 3600 * 1000, 0, 0);
+  }
+  for (i = 0; i < DE_PER; i += 2)
+    ASSERT_EQ(0, cancel(&t[i]));
+  atomic_fetch_add(&de_exited, 1);
+  return NULL;
+}
+
+
+static int de_round;
+
+
+static int de_all_ran(void) {
+  int k;
+  int i;
+
+  if (atomic_load(&de_exited) != (de_round + 1) * DE_THREADS)
+    return 0;
+  for (k = 0; k < DE_THREADS; k++)
+    for (i = 1; i < DE_PER; i += 2)
+      if (atomic_load(&de_tasks[de_round][k][i].returned) != 1)
+        return 0;
+  return 1;
+}
+
+
+static void case_detached_exit(void) {
+  pthread_attr_t attr;
+  pthread_t tid;
+  int k;
+
+  setup(0);
+  ASSERT_EQ(0, pthread_attr_init(&attr));
+  ASSERT_EQ(0, pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED));
+  for (de_round = 0; de_round < DE_ROUNDS; de_round++) {
+    for (k = 0; k < DE_THREADS; k++)
+      ASSERT_EQ(0, pthread_create(&tid, &attr, de_thread,
+                                  de_tasks[de_round][k]));
+    run_until(de_all_ran, 0);
+    /* Give the detached threads time to exit before the next round, so
+     * that the next round's threads may reuse their stacks. */
+    uv_sleep(20);
+  }
+  ASSERT_EQ(0, pthread_attr_destroy(&attr));
+  run_until(pending_zero, 0);
+  teardown();
+}
+
+
+static const test_case_t cases[] = {
+    {"drain-batch", case_drain_batch},
+    {"busy-place", case_busy_place},
+    {"loop-held-stats", case_loop_held_stats},
+    {"live-snapshot", case_live_snapshot},
+    {"close-inflight", case_close_inflight},
+    {"detached-exit", case_detached_exit},
+};
+
+
+int main(int argc, char** argv) {
+  size_t i;
+  int ran;
+
+  ran = 0;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
+      continue;
+    printf("%s\n", cases[i].name);
+    fflush(stdout);
+    cases[i].fn();
+    ran++;
+  }
+  if (ran == 0) {
+    fprintf(stderr, "no case named %s\n", argv[1]);
+    return 1;
+  }
+  return 0;
+}

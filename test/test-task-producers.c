@@ -4,24 +4,24 @@
  * Every thread that submits or cancels on a wheel gets a record of the
  * wheel's (a queue of ids in one-page blocks, a cache of free nodes),
  * found through a small thread-local cache keyed by the wheel's address
- * and serial.  Cases (run one with its name as the argument):
+ * and serial.  Cases:
  *
- *   exited-threads   8 threads submit (due now, in 20 ms, in 1 h) and exit
+ *   exited_threads   8 threads submit (due now, in 20 ms, in 1 h) and exit
  *                    before the loop runs; another thread cancels half of
  *                    the 1 h tasks.  Every task ends exactly once (run,
  *                    cancel or final call), the counts and the stats agree,
  *                    and threads started later (which may reuse an exited
  *                    thread's record) submit and cancel as well.
- *   many-wheels      one thread submits to 6 wheels on one loop (more than
+ *   many_wheels      one thread submits to 6 wheels on one loop (more than
  *                    its thread-local cache holds), round robin, all due at
  *                    the same moment: on each wheel they run in submission
  *                    order, and none runs on another wheel.
- *   reused-address   a thread keeps its record of wheel A while A closes and
+ *   reused_address   a thread keeps its record of wheel A while A closes and
  *                    is freed; wheels are created until one lands at A's
  *                    address (malloc reuses it at once here); the thread's
  *                    submit to it must get a new record of the new wheel,
  *                    not A's freed one (ASan), and run there.
- *   foreign-cancel   while the loop is blocked, a thread submits tasks and
+ *   foreign_cancel   while the loop is blocked, a thread submits tasks and
  *                    another thread cancels them, before the loop took them
  *                    in (taken back from the producer's queue by a thread
  *                    that does not own it) and after (a notice through the
@@ -30,7 +30,7 @@
  *                    tasks due at the same moment (4 blocks of its queue)
  *                    and cancels every third one; the rest run once, in
  *                    submission order, and the cancelled never.
- *   cancel-vs-take   4 producers submit tasks due now and cancel each at
+ *   cancel_vs_take   4 producers submit tasks due now and cancel each at
  *                    once, a moment later, or from the next producer, while
  *                    the loop takes them in: 0 means it never ran, UV_EBUSY
  *                    or UV_ENOENT that it ran exactly once; nothing lost,
@@ -38,12 +38,7 @@
 
 #include "internal.h"
 #include "task-harness.h"
-
-typedef struct {
-  const char* name;
-  void (*fn)(void);
-} test_case_t;
-
+#include "test-cases.h"
 
 static int stats_agree(uint64_t accepted, uint64_t runs, uint64_t cancels,
                        uint64_t finals) {
@@ -115,7 +110,7 @@ static int ex_ran(void) {
 }
 
 
-static void case_exited_threads(void) {
+static void exited_threads(void) {
   uv_thread_t tid[NEXIT];
   uv_thread_t canceller;
   uvtw_stats_t st;
@@ -221,7 +216,7 @@ static void mw_close_cb(uvtw_wheel_t* w) {
 }
 
 
-static void case_many_wheels(void) {
+static void many_wheels(void) {
   uv_thread_t tid;
   int k;
 
@@ -278,7 +273,7 @@ static void ra_closed(uvtw_wheel_t* w) {
 }
 
 
-static void case_reused_address(void) {
+static void reused_address(void) {
   uvtw__producer_t* rec;
   uvtw_wheel_t* old;
   uvtw_wheel_t* spare[8];
@@ -364,7 +359,7 @@ static void fc_canceller(void* arg) {
 }
 
 
-static void case_foreign_cancel(void) {
+static void foreign_cancel(void) {
   uv_thread_t tid;
   uvtw_stats_t st;
   int from;
@@ -441,7 +436,7 @@ static int bl_done(void) {
 }
 
 
-static void case_blocks(void) {
+static void blocks(void) {
   uv_thread_t tid;
   int expect;
   int n;
@@ -529,7 +524,7 @@ static int cv_done(void) {
 }
 
 
-static void case_cancel_vs_take(void) {
+static void cancel_vs_take(void) {
   uv_thread_t tid[NPROD];
   uint64_t runs;
   uint64_t cancels;
@@ -586,31 +581,15 @@ static void case_cancel_vs_take(void) {
 
 
 static const test_case_t cases[] = {
-    {"exited-threads", case_exited_threads},
-    {"many-wheels", case_many_wheels},
-    {"reused-address", case_reused_address},
-    {"foreign-cancel", case_foreign_cancel},
-    {"blocks", case_blocks},
-    {"cancel-vs-take", case_cancel_vs_take},
+  TEST_CASE(exited_threads),
+  TEST_CASE(many_wheels),
+  TEST_CASE(reused_address),
+  TEST_CASE(foreign_cancel),
+  TEST_CASE(blocks),
+  TEST_CASE(cancel_vs_take),
 };
 
 
 int main(int argc, char** argv) {
-  size_t i;
-  int ran;
-
-  ran = 0;
-  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
-      continue;
-    printf("%s\n", cases[i].name);
-    fflush(stdout);
-    cases[i].fn();
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no case named %s\n", argv[1]);
-    return 1;
-  }
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

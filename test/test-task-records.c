@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Review of issue 10's producer records: cases that probe the contract
- * where the reviewer suspected a gap (run one with its name as argument).
+/* Cross-thread tasks: where the per-(thread, wheel) producer records must
+ * keep the contract and a second reading of issue 10 found gaps
+ * (test-task-producers.c covers the records' normal life; a threadpool
+ * task cancelled with UV_EBUSY, test-task-limits busy_place).
  *
- *   drain-batch      the header's liveness rule: a task submitted from
+ *   drain_batch      the header's liveness rule: a task submitted from
  *                    another thread while a referenced handle keeps the
  *                    loop running holds the loop until it ends.  Here the
  *                    worker first submits and at once cancels more tasks
@@ -12,38 +14,31 @@
  *                    uv_timer_t is active; the timer's callback then stops
  *                    it.  uv_run(UV_RUN_DEFAULT) must not return before the
  *                    task ran.
- *   busy-place       the header: after UV_EBUSY "the task ends when that run
- *                    returns", and a task counts in uvtw_wheel_pending and
- *                    under max_tasks until it ends.  A threadpool one-shot
- *                    is cancelled (UV_EBUSY) while it runs, with max_tasks 1;
- *                    once its run returned, and before the loop runs again,
- *                    pending must be 0 and a new submit must not get
- *                    UV_ENOSPC (as for a one-shot that was not cancelled,
- *                    whose end work_cb counts).
- *   loop-held-stats  uvtw_stats_t: "a task cancelled before the loop took it
+ *   loop_held_stats  uvtw_stats_t: "a task cancelled before the loop took it
  *                    in counts in tasks_accepted and tasks_cancelled as
  *                    soon as the cancel returns".  The loop's owner submits
  *                    a task before uv_run and cancels it at once; the stats
  *                    read right after must count it (they do for a task
  *                    submitted and cancelled by another thread).
- *   live-snapshot    uvtw_wheel_pending from another thread while a new
+ *   live_snapshot    uvtw_wheel_pending from another thread while a new
  *                    thread's first task is submitted and ends.  Task Z is
  *                    live throughout, so the count must never be 0.  The
  *                    window lies inside one call (between the read of the
  *                    record list and the read of the ends), so this case
  *                    shows the gap only when a debugger holds the reader
- *                    there (test/review-live-snapshot.gdb); run alone it
- *                    passes.
- *   close-inflight   a submit from another thread that has published its task
+ *                    there (test/task-records-live-snapshot.gdb); run
+ *                    alone it passes.
+ *   close_inflight   a submit from another thread that has published its task
  *                    and looked for CLOSING (not set yet) but not yet sent
  *                    its wake-up, while the loop closes the wheel: the task
  *                    gets its final call, close completes, the close
  *                    callback runs and the wheel is freed, all while the
  *                    submit is still inside the wheel.  Shows a
  *                    heap-use-after-free under ASan only when a debugger
- *                    holds the submit there (test/review-close-inflight.gdb);
- *                    run alone it passes.
- *   detached-exit    detached threads submit and exit; later detached
+ *                    holds the submit there
+ *                    (test/task-records-close-inflight.gdb); run alone it
+ *                    passes.
+ *   detached_exit    detached threads submit and exit; later detached
  *                    threads (which may land on an exited thread's
  *                    thread-local block, and adopt its record) submit and
  *                    cancel.  Everything runs once; under TSan, no report. */
@@ -52,14 +47,9 @@
 
 #include "internal.h"
 #include "task-harness.h"
+#include "test-cases.h"
 
-typedef struct {
-  const char* name;
-  void (*fn)(void);
-} test_case_t;
-
-
-/* ---- drain-batch -------------------------------------------------------- */
+/* ---- drain_batch -------------------------------------------------------- */
 
 #define DB_TAKEN_BACK 5000 /* more than DRAIN_BATCH */
 
@@ -98,7 +88,7 @@ static int db_ran(void) {
 }
 
 
-static void case_drain_batch(void) {
+static void drain_batch(void) {
   size_t pending;
   int runs;
 
@@ -119,57 +109,9 @@ static void case_drain_batch(void) {
 }
 
 
-/* ---- busy-place --------------------------------------------------------- */
+/* ---- loop_held_stats ---------------------------------------------------- */
 
-static task_t bp_task;
-static task_t bp_next;
-static uv_sem_t bp_started;
-static uv_sem_t bp_go;
-
-
-static int bp_started_run(void) {
-  return atomic_load(&bp_task.runs) == 1;
-}
-
-
-static void case_busy_place(void) {
-  size_t pending;
-  int r;
-
-  setup(1);
-  ASSERT_UV_OK(uv_sem_init(&bp_started, 0));
-  ASSERT_UV_OK(uv_sem_init(&bp_go, 0));
-  task_init(&bp_task);
-  bp_task.started = &bp_started;
-  bp_task.go = &bp_go;
-  submit(&bp_task, 0, 0, UVTW_THREADPOOL);
-  run_until(bp_started_run, 0);
-  ASSERT_EQ(UV_EBUSY, cancel(&bp_task));
-  uv_sem_post(&bp_go);
-  while (atomic_load(&bp_task.returned) != 1)
-    uv_sleep(1);
-  uv_sleep(100); /* work_cb is done with the node by now */
-  /* The loop does not run here: only the pool thread saw the run end. */
-  pending = uvtw_wheel_pending(wheel);
-  task_init(&bp_next);
-  r = uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb, &bp_next, &bp_next.id);
-  if (pending != 0 || r != 0)
-    fprintf(stderr, "after the EBUSY run returned: pending %zu, submit %s\n",
-            pending, r == 0 ? "0" : uv_err_name(r));
-  if (r == 0)
-    ASSERT_EQ(0, cancel(&bp_next));
-  run_until(pending_zero, 0);
-  teardown();
-  uv_sem_destroy(&bp_started);
-  uv_sem_destroy(&bp_go);
-  ASSERT_EQ(0, pending);
-  ASSERT_EQ(0, r);
-}
-
-
-/* ---- loop-held-stats ---------------------------------------------------- */
-
-static void case_loop_held_stats(void) {
+static void loop_held_stats(void) {
   uvtw_stats_t st;
   task_t t;
 
@@ -189,10 +131,10 @@ static void case_loop_held_stats(void) {
 }
 
 
-/* ---- live-snapshot ------------------------------------------------------ */
+/* ---- live_snapshot ------------------------------------------------------ */
 
 /* Read by the debugger script: the reader is inside uvtw_wheel_pending. */
-volatile int review_reader_armed;
+volatile int records_reader_armed;
 static size_t ls_seen;
 static task_t ls_z;
 static task_t ls_x;
@@ -200,9 +142,9 @@ static task_t ls_x;
 
 static void ls_reader(void* arg) {
   (void) arg;
-  review_reader_armed = 1;
+  records_reader_armed = 1;
   ls_seen = uvtw_wheel_pending(wheel);
-  review_reader_armed = 0;
+  records_reader_armed = 0;
 }
 
 
@@ -218,7 +160,7 @@ static int ls_x_ran(void) {
 }
 
 
-static void case_live_snapshot(void) {
+static void live_snapshot(void) {
   uv_thread_t reader;
   uv_thread_t producer;
 
@@ -241,10 +183,10 @@ static void case_live_snapshot(void) {
 }
 
 
-/* ---- close-inflight ----------------------------------------------------- */
+/* ---- close_inflight ----------------------------------------------------- */
 
 /* Read by the debugger script: the producer is inside uvtw_submit. */
-volatile int review_producer_armed;
+volatile int records_producer_armed;
 static task_t ci_x;
 static atomic_int ci_submit_result;
 
@@ -252,14 +194,14 @@ static atomic_int ci_submit_result;
 static void ci_producer(void* arg) {
   (void) arg;
   task_init(&ci_x);
-  review_producer_armed = 1;
+  records_producer_armed = 1;
   atomic_store(&ci_submit_result, uvtw_submit(wheel, 3600 * 1000, 0, 0,
                                               task_cb, &ci_x, &ci_x.id));
-  review_producer_armed = 0;
+  records_producer_armed = 0;
 }
 
 
-static void case_close_inflight(void) {
+static void close_inflight(void) {
   uv_thread_t producer;
 
   setup(0);
@@ -281,7 +223,7 @@ static void case_close_inflight(void) {
 }
 
 
-/* ---- detached-exit ------------------------------------------------------ */
+/* ---- detached_exit ------------------------------------------------------ */
 
 #define DE_ROUNDS 4
 #define DE_THREADS 8
@@ -324,7 +266,7 @@ static int de_all_ran(void) {
 }
 
 
-static void case_detached_exit(void) {
+static void detached_exit(void) {
   pthread_attr_t attr;
   pthread_t tid;
   int k;
@@ -348,31 +290,14 @@ static void case_detached_exit(void) {
 
 
 static const test_case_t cases[] = {
-    {"drain-batch", case_drain_batch},
-    {"busy-place", case_busy_place},
-    {"loop-held-stats", case_loop_held_stats},
-    {"live-snapshot", case_live_snapshot},
-    {"close-inflight", case_close_inflight},
-    {"detached-exit", case_detached_exit},
+  TEST_CASE(drain_batch),
+  TEST_CASE(loop_held_stats),
+  TEST_CASE(live_snapshot),
+  TEST_CASE(close_inflight),
+  TEST_CASE(detached_exit),
 };
 
 
 int main(int argc, char** argv) {
-  size_t i;
-  int ran;
-
-  ran = 0;
-  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    if (argc > 1 && strcmp(argv[1], cases[i].name) != 0)
-      continue;
-    printf("%s\n", cases[i].name);
-    fflush(stdout);
-    cases[i].fn();
-    ran++;
-  }
-  if (ran == 0) {
-    fprintf(stderr, "no case named %s\n", argv[1]);
-    return 1;
-  }
-  return 0;
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

@@ -444,17 +444,19 @@ static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
  * loop thread references the (otherwise unreferenced) async handle while
  * it holds a task, and drops the reference once it holds none.  It holds a
  * task from the moment it takes it in (or, submitted on the loop thread,
- * from the submit) until it frees its node.  Only the loop thread may call
- * uv_ref.  A task that ends on another thread (a cancel, a pool run)
- * always leads the loop back here: the cancel's notice or the run's
- * after_work_cb; a task a cancel takes back before the loop saw it was
- * never held. */
+ * from the submit) until it frees its node.  It also holds itself while a
+ * drain left ids in a queue (`backlog`): one batch may be all tombstones,
+ * and the task behind them holds nothing until it is taken in.  Only the
+ * loop thread may call uv_ref.  A task that ends on another thread (a
+ * cancel, a pool run) always leads the loop back here: the cancel's notice
+ * or the run's after_work_cb; a task a cancel takes back before the loop
+ * saw it was never held. */
 static void hold_sync(uvtw_wheel_t* wheel) {
   int want;
 
   if (wheel->closing)
     return; /* close holds the async handle until it closes it */
-  want = wheel->tasks.held != 0;
+  want = wheel->tasks.held != 0 || wheel->tasks.backlog;
   if (want == wheel->tasks.holds_loop)
     return;
   wheel->tasks.holds_loop = want;
@@ -1060,10 +1062,13 @@ static int drain(uvtw_wheel_t* wheel, size_t budget) {
   }
   if (count > tasks->high_water)
     tasks->high_water = count;
+  more |= atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
+  /* A backlog holds the loop until it is taken in: the batch may have been
+   * all tombstones, and a task behind them holds nothing yet. */
+  tasks->backlog = more;
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
-  return more ||
-         atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
+  return more;
 }
 static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);

@@ -171,6 +171,7 @@ typedef struct uvtw__tasks_s {
 
   /* Loop thread only. */
   int holds_loop;          /* the async handle is referenced for tasks */
+  int backlog;             /* the last drain left ids in a queue */
   uint64_t held;           /* tasks taken in (or submitted here), not ended */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   uvtw__work_t* free_works;  /* idle threadpool requests */

@@ -121,6 +121,10 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 #define POOL ((uint64_t) 0x800)
 /* Submitted on the loop thread, which counted it in `held` at once. */
 #define LOOP_HELD ((uint64_t) 0x1000)
+/* Cancelled before the loop took it in, and counted in the stats by its
+ * canceller (the loop frees it, but counts it in neither `accepted` nor
+ * `cancelled`). */
+#define COUNTED ((uint64_t) 0x2000)
 #define QUEUE_FLAGS (IN_RING | IN_STACK | NOTICE)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN_SHIFT 16
@@ -626,6 +630,20 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 }
 
 
+/* A task cancelled before the loop took it in, for the stats: counted by
+ * its canceller, in the stats at once (uvtw_stats_t). */
+static void count_retracted(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+  if (rec != NULL)
+    atomic_store_explicit(
+        &rec->retracted,
+        atomic_load_explicit(&rec->retracted, memory_order_relaxed) + 1,
+        memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(&tasks->retracted_shared, 1,
+                              memory_order_relaxed);
+}
+
+
 /* The canceller won against a task the loop has not taken in: the node is
  * its own.  The task's slot is marked, so that the loop reads no node for
  * it; by a CAS, since the slot may be another thread's, and reused by now
@@ -652,15 +670,12 @@ static void retract(uvtw__tasks_t* tasks,
                                             memory_order_relaxed,
                                             memory_order_relaxed);
   }
+  count_retracted(tasks, rec);
   if (rec == NULL) {
     if (recycle(node))
       uvtw__pool_give_batch(&tasks->pool, &node, 1);
     return;
   }
-  atomic_store_explicit(
-      &rec->retracted,
-      atomic_load_explicit(&rec->retracted, memory_order_relaxed) + 1,
-      memory_order_relaxed);
   if (recycle(node))
     cache_put(tasks, rec, node);
 }
@@ -687,7 +702,9 @@ static int cancel_node(uvtw_wheel_t* wheel,
       next = WITH_STATE(word, T_CANCELLED);
       if ((word & IN_RING) && !(word & LOOP_HELD))
         next &= ~IN_RING; /* taken back: ours */
-      else if (word & (IN_RING | IN_STACK))
+      else if (word & IN_RING)
+        next |= COUNTED; /* the loop will find it, and free it */
+      else if (word & IN_STACK)
         ; /* the loop will find it */
       else if (rec != NULL && queue_room(rec) == 0)
         next |= NOTICE, ring = 1;
@@ -700,6 +717,8 @@ static int cancel_node(uvtw_wheel_t* wheel,
       *ended = 1;
       if ((word & IN_RING) && !(next & IN_RING)) {
         retract(&wheel->tasks, rec, node, id);
+      } else if (next & COUNTED) {
+        count_retracted(&wheel->tasks, rec);
       } else if (ring) {
         queue_put(rec, id);
         wake_loop(wheel);
@@ -813,7 +832,8 @@ static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     return; /* the loop takes it from its queue later, and frees it then */
   switch (STATE(word)) {
   case T_CANCELLED:
-    wheel->tasks.cancelled++;
+    if (!(word & COUNTED))
+      wheel->tasks.cancelled++;
     release_node(&wheel->tasks, node);
     break;
   case T_DONE:
@@ -900,7 +920,8 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 static void take_in(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t word) {
   if (!node->taken_in) {
     node->taken_in = 1;
-    wheel->tasks.accepted++;
+    if (!(word & COUNTED))
+      wheel->tasks.accepted++;
   }
   switch (STATE(word)) {
   case T_PENDING:
@@ -1397,6 +1418,7 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
   atomic_init(&tasks->producers, NULL);
   atomic_init(&tasks->reserved, 0);
   atomic_init(&tasks->ended_shared, 0);
+  atomic_init(&tasks->retracted_shared, 0);
   atomic_init(&tasks->loop_ended, 0);
   atomic_init(&tasks->queue, NULL);
   uvtw__list_init(&tasks->in_pool);
@@ -1445,7 +1467,8 @@ void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   uint64_t retracted;
 
   tasks = &wheel->tasks;
-  retracted = 0;
+  retracted = atomic_load_explicit(&tasks->retracted_shared,
+                                   memory_order_relaxed);
   for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
        rec != NULL; rec = rec->next)
     retracted += atomic_load_explicit(&rec->retracted, memory_order_relaxed);

@@ -103,7 +103,7 @@ struct uvtw__producer_s {
   /* The owner's: the loop reads the counters only for stats and close. */
   _Alignas(64) _Atomic uint64_t submitted; /* tasks accepted by submit */
   _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
-  _Atomic uint64_t retracted; /* of those, taken back before the loop saw */
+  _Atomic uint64_t retracted; /* of those, before the loop took them in */
   uvtw__block_t* wblock;      /* the block being filled */
   unsigned widx;              /* its next slot */
   unsigned ncache;
@@ -163,6 +163,9 @@ typedef struct uvtw__tasks_s {
   /* Ends counted by threads without a record (out of memory) and by
    * threadpool runs. */
   _Atomic uint64_t ended_shared;
+  /* Tasks cancelled before the loop took them in, by threads without a
+   * record (the others count theirs in their record). */
+  _Atomic uint64_t retracted_shared;
   /* Notices of cancels made without a record: a Treiber stack. */
   uvtw__task_t* _Atomic queue;
   UVTW__PAD(pad2_);

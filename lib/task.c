@@ -1331,21 +1331,27 @@ static void run_finals(uvtw_wheel_t* wheel) {
 }
 
 
-/* Live tasks: see "Counting" at the top.  Ends are read before submits, and
- * seq_cst, for close's side of the exchange in uvtw_submit. */
+/* Live tasks: see "Counting" at the top.  Every end is read before any
+ * submit (seq_cst, also for close's side of the barrier in uvtw_submit),
+ * so each end counted brings its submit with it; and the submits are
+ * summed over the record list as read after the ends, which includes a
+ * record made in between (a new thread's first task, which may have ended
+ * already and been counted above).  That record's own ends may be missed:
+ * a task that ended during this call may count as live, never the
+ * reverse. */
 static uint64_t live_count(const uvtw__tasks_t* tasks) {
-  uvtw__producer_t* first;
   uvtw__producer_t* rec;
   uint64_t ended;
   uint64_t submitted;
 
-  first = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
   ended = atomic_load_explicit(&tasks->loop_ended, memory_order_seq_cst) +
           atomic_load_explicit(&tasks->ended_shared, memory_order_seq_cst);
-  for (rec = first; rec != NULL; rec = rec->next)
+  for (rec = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
+       rec != NULL; rec = rec->next)
     ended += atomic_load_explicit(&rec->ended, memory_order_seq_cst);
   submitted = 0;
-  for (rec = first; rec != NULL; rec = rec->next)
+  for (rec = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
+       rec != NULL; rec = rec->next)
     submitted += atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
   return submitted > ended ? submitted - ended : 0;
 }

@@ -23,11 +23,12 @@
  *   live_snapshot    uvtw_wheel_pending from another thread while a new
  *                    thread's first task is submitted and ends.  Task Z is
  *                    live throughout, so the count must never be 0.  The
- *                    window lies inside one call (between the read of the
- *                    record list and the read of the ends), so this case
- *                    shows the gap only when a debugger holds the reader
- *                    there (test/task-records-live-snapshot.gdb); run
- *                    alone it passes.
+ *                    window lies inside one call (live_count, between its
+ *                    sums of the ends and of the submits), so the case
+ *                    tests it only when a debugger holds the reader there
+ *                    (test/task-records-live-snapshot.gdb, by hand: it
+ *                    failed so before the fix); alone it checks the count
+ *                    under a concurrent first submit.
  *   close_inflight   a submit from another thread that has published its task
  *                    and looked for CLOSING (not set yet) but not yet sent
  *                    its wake-up, while the loop closes the wheel: the task

@@ -188,6 +188,31 @@ static _Thread_local struct {
 #define current_task (tls.current_task)
 #define thread_token (tls.token)
 
+/* A seq_cst fence, for the store-then-load handshakes (wake_loop, and
+ * close).  ThreadSanitizer does not model fences, and GCC refuses them
+ * under -fsanitize=thread: there a seq_cst read-modify-write of a
+ * thread-local word stands in (a full barrier on the x86 machines TSan
+ * runs on), which synchronizes with no other thread and so hides no race
+ * from it.  The happens-before edges TSan checks are all release/acquire
+ * pairs on the words themselves. */
+#if defined(__SANITIZE_THREAD__)
+#define UVTW__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UVTW__TSAN 1
+#endif
+#endif
+
+static inline void full_fence(void) {
+#ifdef UVTW__TSAN
+  static _Thread_local _Atomic int fence_word;
+
+  atomic_fetch_add_explicit(&fence_word, 1, memory_order_seq_cst);
+#else
+  atomic_thread_fence(memory_order_seq_cst);
+#endif
+}
+
 /* Serials of wheels, process-wide; 0 is never one. */
 static _Atomic uint64_t wheel_serials;
 
@@ -403,30 +428,45 @@ static int queue_room(uvtw__producer_t* rec) {
 }
 
 
-/* The owner puts an id in its queue (after queue_room), with a full
- * barrier (see wake_loop), and returns its slot. */
+/* The owner puts an id in its queue (after queue_room) and returns its
+ * slot.  A release store: the loop that reads the id (acquire) sees the
+ * node as written before.  The caller then wakes the loop (wake_loop). */
 static _Atomic uint64_t* queue_put(uvtw__producer_t* rec, uvtw_id_t id) {
   _Atomic uint64_t* slot;
 
   UVTW__ASSERT(rec->widx < UVTW__BLOCK_IDS);
   slot = &rec->wblock->slot[rec->widx++];
-  atomic_exchange_explicit(slot, id, memory_order_seq_cst);
+  atomic_store_explicit(slot, id, memory_order_release);
   return slot;
 }
 
 
-/* Wakes the loop after an id or a node was published by a seq_cst write:
- * one uv_async_send per batch that the loop has not begun to take in.  The
- * async callback clears `wake_pending` (seq_cst) before it drains, so
- * either that drain sees what was published, or this sees the flag clear
- * and sends. */
+/* Wakes the loop after an id or a node was published: one uv_async_send
+ * per batch that the loop has not begun to take in.  A store (the
+ * publish) then a load of another variable (`wake_pending`) on each side,
+ * so a seq_cst fence on each side (a Dekker pair, correct on weakly
+ * ordered CPUs too):
+ *   caller:   publish;                  fence; load wake_pending
+ *   async_cb: store wake_pending = 0;   fence; drain (load the queues)
+ * Either the caller's fence comes first in the single order of seq_cst
+ * fences, and then the drain sees the publish; or the async callback's
+ * does, and then the caller sees the flag clear (or set again by a later
+ * wake-up, which sent) and sends.  The caller must have issued its fence
+ * after publishing (publish_fence). */
 static void wake_loop(uvtw_wheel_t* wheel) {
   _Atomic int* pending;
 
   pending = &wheel->tasks.wake_pending;
-  if (atomic_load_explicit(pending, memory_order_seq_cst) == 0 &&
-      atomic_exchange_explicit(pending, 1, memory_order_seq_cst) == 0)
+  if (atomic_load_explicit(pending, memory_order_relaxed) == 0 &&
+      atomic_exchange_explicit(pending, 1, memory_order_relaxed) == 0)
     uv_async_send(&wheel->async);
+}
+
+
+/* The caller's side of the seq_cst pairs in wake_loop (and of close, in
+ * uvtw_submit): orders what it published before the loads that follow. */
+static inline void publish_fence(void) {
+  full_fence();
 }
 
 
@@ -437,7 +477,7 @@ static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
   do
     atomic_store_explicit(&node->q.queue_next, head, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(top, &head, node,
-                                                memory_order_seq_cst,
+                                                memory_order_release,
                                                 memory_order_relaxed));
 }
 
@@ -612,12 +652,15 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   }
   if (id != NULL)
     *id = id_of(node, gen);
-  /* Published to the loop by the exchange in queue_put, which is also the
-   * barrier that orders everything above before the two loads below. */
+  /* Published to the loop by the release store in queue_put; the fence
+   * then orders everything above before the two loads below (of the close
+   * word, paired with close's seq_cst read-modify-write and loads, and of
+   * the wake-up flag, see wake_loop). */
   atomic_store_explicit(&node->state, word | IN_RING, memory_order_relaxed);
   node->q.slot = &rec->wblock->slot[rec->widx];
   queue_put(rec, id_of(node, gen));
-  if (atomic_load_explicit(&tasks->close_word, memory_order_seq_cst) &
+  publish_fence();
+  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
       CLOSING) {
     /* No wake-up: close drains every queue until it counts no task live,
      * and its async handle may be closing already. */
@@ -721,9 +764,11 @@ static int cancel_node(uvtw_wheel_t* wheel,
         count_retracted(&wheel->tasks, rec);
       } else if (ring) {
         queue_put(rec, id);
+        publish_fence();
         wake_loop(wheel);
       } else if ((next & IN_STACK) && !(word & IN_STACK)) {
         stack_push(&wheel->tasks.queue, node);
+        publish_fence();
         wake_loop(wheel);
       }
       return 0;
@@ -1396,7 +1441,10 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
 
   wheel = async->data;
   wheel->tasks.async_wakeups++;
-  atomic_store_explicit(&wheel->tasks.wake_pending, 0, memory_order_seq_cst);
+  /* The loop's side of the pair in wake_loop: the flag is clear before the
+   * drain loads the queues. */
+  atomic_store_explicit(&wheel->tasks.wake_pending, 0, memory_order_relaxed);
+  full_fence();
   if (wheel->closing) {
     uvtw__wheel_close_continue(wheel);
     return;

@@ -301,6 +301,8 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
 }
 
 
+/* A new record of the calling thread, already marked inside a call
+ * (`calls` 1), pushed on the wheel's list; NULL if out of memory. */
 static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
   uvtw__producer_t* rec;
 
@@ -315,6 +317,7 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
   }
   rec->rblock = rec->wblock;
   atomic_init(&rec->owner, &thread_token);
+  atomic_init(&rec->calls, 1);
   rec->next = atomic_load_explicit(&wheel->tasks.producers,
                                    memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(
@@ -325,36 +328,57 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
 }
 
 
-/* record_find's search, when the wheel is not the one this thread used
- * last. */
-static __attribute__((noinline)) uvtw__producer_t* record_search(
+/* The owner marks its record inside a call (odd `calls`). */
+static inline void record_enter(uvtw__producer_t* rec) {
+  atomic_store_explicit(
+      &rec->calls, atomic_load_explicit(&rec->calls, memory_order_relaxed) + 1,
+      memory_order_relaxed);
+}
+
+
+/* enter's search, when the wheel is not the one this thread used last. */
+static __attribute__((noinline)) uvtw__producer_t* enter_search(
     uvtw_wheel_t* wheel) {
   uvtw__producer_t* rec;
+  uvtw__tasks_t* tasks;
   tls_record_t hit;
   unsigned i;
 
+  tasks = &wheel->tasks;
   for (i = 1; i < TLS_RECORDS; i++)
     if (tls.records[i].wheel == wheel &&
-        tls.records[i].serial == wheel->tasks.serial)
+        tls.records[i].serial == tasks->serial)
       break;
   if (i < TLS_RECORDS) {
     rec = tls.records[i].rec;
+    record_enter(rec);
   } else {
-    /* Not cached: this thread's record, or one left by an exited thread
-     * whose thread-local block this thread now has (so it is this
-     * thread's too), or a new one. */
+    /* Not cached.  Inside the wheel from here on by the shared count (its
+     * barrier is the seq_cst read-modify-write), so that close waits for
+     * this search; once it has begun, no record is made any more. */
+    atomic_fetch_add_explicit(&tasks->calls_shared, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&tasks->close_word, memory_order_seq_cst) &
+        CLOSING)
+      return NULL;
+    /* This thread's record, or one left by an exited thread whose
+     * thread-local block this thread now has (so it is this thread's
+     * too), or a new one. */
     i = TLS_RECORDS - 1;
-    for (rec = atomic_load_explicit(&wheel->tasks.producers,
-                                    memory_order_acquire);
+    for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
          rec != NULL; rec = rec->next)
       if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
           &thread_token)
         break;
-    if (rec == NULL && (rec = record_new(wheel)) == NULL)
-      return NULL;
+    if (rec != NULL)
+      record_enter(rec);
+    else if ((rec = record_new(wheel)) == NULL)
+      return NULL; /* inside by the shared count until leave */
+    /* Marked in the record, which is on the list: the shared count may go
+     * (release: close reads the count first, then the records). */
+    atomic_fetch_sub_explicit(&tasks->calls_shared, 1, memory_order_release);
   }
   hit.wheel = wheel;
-  hit.serial = wheel->tasks.serial;
+  hit.serial = tasks->serial;
   hit.rec = rec;
   memmove(&tls.records[1], &tls.records[0], i * sizeof(tls.records[0]));
   tls.records[0] = hit;
@@ -362,13 +386,42 @@ static __attribute__((noinline)) uvtw__producer_t* record_search(
 }
 
 
-/* The calling thread's record of the wheel: a new one on its first call,
- * NULL if out of memory. */
-static inline uvtw__producer_t* record_find(uvtw_wheel_t* wheel) {
+/* Every uvtw_submit and uvtw_cancel enters the wheel before it reads or
+ * writes any of its shared state (apart from the creation-time serial and
+ * a first look at the close word), and leaves it when it is done: close
+ * does not finish while a call is inside (task.c, "Close").  Returns the
+ * calling thread's record of the wheel, a new one on its first call; NULL
+ * if it has none (out of memory, or the wheel is closing), and then the
+ * call is inside by the wheel's shared count.  The fence orders the mark
+ * before the caller's load of the close word: one side of a Dekker pair
+ * whose other side is close's seq_cst read-modify-write of that word,
+ * then a fence, then its loads of the marks (calls_inside). */
+static inline uvtw__producer_t* enter(uvtw_wheel_t* wheel) {
+  uvtw__producer_t* rec;
+
   if (tls.records[0].wheel == wheel &&
-      tls.records[0].serial == wheel->tasks.serial)
-    return tls.records[0].rec;
-  return record_search(wheel);
+      tls.records[0].serial == wheel->tasks.serial) {
+    rec = tls.records[0].rec;
+    record_enter(rec);
+  } else {
+    rec = enter_search(wheel);
+  }
+  full_fence();
+  return rec;
+}
+
+
+/* The call is done with the wheel (release: close, which reads the mark
+ * with acquire, sees everything the call did). */
+static inline void leave(uvtw_wheel_t* wheel, uvtw__producer_t* rec) {
+  if (rec != NULL)
+    atomic_store_explicit(
+        &rec->calls,
+        atomic_load_explicit(&rec->calls, memory_order_relaxed) + 1,
+        memory_order_release);
+  else
+    atomic_fetch_sub_explicit(&wheel->tasks.calls_shared, 1,
+                              memory_order_release);
 }
 
 
@@ -544,69 +597,25 @@ static void end_live(uvtw__tasks_t* tasks) {
 
 /* ---- producers ---------------------------------------------------------- */
 
-/* A submit that found the wheel closing after it published its task takes
- * it back, unless the loop took it in already (close then gives it its
- * final call, and the submit succeeded).  Returns non-zero if taken back. */
-static int take_back(uvtw__tasks_t* tasks,
-                     uvtw__producer_t* rec,
-                     uvtw__task_t* node) {
-  _Atomic uint64_t* slot;
-  uint64_t word;
-  uint64_t next;
-
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  do {
-    if (STATE(word) != T_PENDING || !(word & IN_RING))
-      return 0; /* taken in, or already cancelled by its id */
-    next = WITH_STATE(word, T_CANCELLED) & ~IN_RING;
-  } while (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire));
-  atomic_store_explicit(
-      &rec->submitted,
-      atomic_load_explicit(&rec->submitted, memory_order_relaxed) - 1,
-      memory_order_relaxed);
-  if (tasks->max_tasks != 0)
-    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
-  /* Our own slot, which we do not reuse while we are here. */
-  slot = node->q.slot;
-  atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
-  if (recycle(node))
-    cache_put(tasks, rec, node);
-  return 1;
-}
-
-
-int uvtw_submit(uvtw_wheel_t* wheel,
-                uint64_t delay_ms,
-                uint64_t repeat_ms,
-                unsigned flags,
-                uvtw_task_cb cb,
-                void* arg,
-                uvtw_id_t* id) {
-  uvtw__producer_t* rec;
+/* uvtw_submit inside the wheel (enter): the task's node from the record's
+ * cache, filled, and its id published in the record's queue. */
+static int submit_inside(uvtw_wheel_t* wheel,
+                         uvtw__producer_t* rec,
+                         uint64_t deadline_ms,
+                         uint64_t repeat_ms,
+                         unsigned flags,
+                         uvtw_task_cb cb,
+                         void* arg,
+                         uvtw_id_t* id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t start_ms;
   uint64_t word;
   uint64_t gen;
   uint64_t n;
-  int on_loop;
 
-  if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
-    return UV_EINVAL;
-  /* The delay counts from here, by uv_hrtime().  uv_now() reads the same
-   * monotonic clock (or its coarse variant, which never runs ahead), so a
-   * deadline in these milliseconds is never early on the loop's clock. */
-  start_ms = uv_hrtime() / 1000000;
   tasks = &wheel->tasks;
-  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
-      CLOSING)
-    return UV_ECANCELED;
-  rec = record_find(wheel);
   if (rec == NULL || queue_room(rec) != 0)
     return UV_ENOMEM;
-
   if (tasks->max_tasks != 0) {
     n = atomic_load_explicit(&tasks->reserved, memory_order_relaxed);
     do
@@ -623,7 +632,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     return UV_ENOMEM;
   }
 
-  /* Counted before its node is published (see "Close" at the top). */
+  /* Counted before its node is published (see "Counting" at the top). */
   atomic_store_explicit(
       &rec->submitted,
       atomic_load_explicit(&rec->submitted, memory_order_relaxed) + 1,
@@ -632,15 +641,13 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   node->cb = cb;
   node->arg = arg;
   node->repeat_ms = repeat_ms;
-  node->deadline_ms =
-      start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
+  node->deadline_ms = deadline_ms;
   word = atomic_load_explicit(&node->state, memory_order_relaxed);
   UVTW__ASSERT(STATE(word) == T_FREE);
   gen = GEN(word);
   UVTW__ASSERT(gen != 0 && gen < node->gen_end);
   word = gen << GEN_SHIFT | (flags & UVTW_THREADPOOL ? POOL : 0) | T_PENDING;
-  on_loop = tasks->loop_thread == &thread_token;
-  if (on_loop) {
+  if (tasks->loop_thread == &thread_token) {
     /* Held from now on; the loop frees it, even if a cancel wins first. */
     word |= LOOP_HELD;
     node->held = 1;
@@ -652,24 +659,51 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   }
   if (id != NULL)
     *id = id_of(node, gen);
-  /* Published to the loop by the release store in queue_put; the fence
-   * then orders everything above before the two loads below (of the close
-   * word, paired with close's seq_cst read-modify-write and loads, and of
-   * the wake-up flag, see wake_loop). */
+  /* Published to the loop by the release store in queue_put. */
   atomic_store_explicit(&node->state, word | IN_RING, memory_order_relaxed);
   node->q.slot = &rec->wblock->slot[rec->widx];
   queue_put(rec, id_of(node, gen));
   publish_fence();
-  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
-      CLOSING) {
-    /* No wake-up: close drains every queue until it counts no task live,
-     * and its async handle may be closing already. */
-    if (!on_loop && take_back(tasks, rec, node))
-      return UV_ECANCELED;
-    return 0;
-  }
   wake_loop(wheel);
   return 0;
+}
+
+
+int uvtw_submit(uvtw_wheel_t* wheel,
+                uint64_t delay_ms,
+                uint64_t repeat_ms,
+                unsigned flags,
+                uvtw_task_cb cb,
+                void* arg,
+                uvtw_id_t* id) {
+  uvtw__producer_t* rec;
+  uint64_t start_ms;
+  uint64_t deadline_ms;
+  int err;
+
+  if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
+    return UV_EINVAL;
+  /* The delay counts from here, by uv_hrtime().  uv_now() reads the same
+   * monotonic clock (or its coarse variant, which never runs ahead), so a
+   * deadline in these milliseconds is never early on the loop's clock. */
+  start_ms = uv_hrtime() / 1000000;
+  deadline_ms = start_ms + delay_ms < start_ms ? UINT64_MAX
+                                               : start_ms + delay_ms;
+  if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
+      CLOSING)
+    return UV_ECANCELED;
+  rec = enter(wheel);
+  /* After enter's fence: either this sees CLOSING, or close sees this call
+   * inside and waits until it has left, its task published (see "Close"
+   * at the top).  So a task is never published once close may finish. */
+  if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
+      CLOSING)
+    err = UV_ECANCELED;
+  else
+    err = submit_inside(wheel, rec, deadline_ms, repeat_ms, flags, cb, arg,
+                        id);
+  leave(wheel, rec);
+  return err;
 }
 
 
@@ -805,19 +839,26 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     return UV_ENOENT;
   tasks = &wheel->tasks;
   /* Once close is done with the tasks nothing is left to cancel. */
-  if (atomic_load_explicit(&tasks->close_word, memory_order_acquire) & CLOSED)
+  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) & CLOSED)
     return UV_ENOENT;
-  node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> UVTW__GEN_BITS));
-  if (node == NULL)
-    return UV_ENOENT;
-  /* Without a record (out of memory), the shared paths. */
-  rec = record_find(wheel);
-  ended = 0;
-  err = cancel_node(wheel, rec, node, id, &ended);
-  /* Last: close cannot finish before this, so the notice and the wake-up
-   * above reached a live wheel. */
-  if (ended)
-    count_end(tasks, rec);
+  /* Without a record (out of memory, or a first call during close), the
+   * shared paths. */
+  rec = enter(wheel);
+  /* After enter's fence: either this sees CLOSED, or close sees this call
+   * inside and waits until it has left. */
+  err = UV_ENOENT;
+  if (!(atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
+        CLOSED)) {
+    node = uvtw__pool_node_at(&tasks->pool,
+                              (uint32_t) (id >> UVTW__GEN_BITS));
+    if (node != NULL) {
+      ended = 0;
+      err = cancel_node(wheel, rec, node, id, &ended);
+      if (ended)
+        count_end(tasks, rec);
+    }
+  }
+  leave(wheel, rec);
   return err;
 }
 
@@ -1402,6 +1443,37 @@ static uint64_t live_count(const uvtw__tasks_t* tasks) {
 }
 
 
+/* Close's side of the Dekker pair in enter: after its seq_cst
+ * read-modify-writes of the close word (CLOSING at close_begin, CLOSED just
+ * before), a fence, then the marks.  Non-zero while a call that close must
+ * wait for is inside the wheel: one that had marked itself before the
+ * fence (the fence order puts its own fence first, so it may have missed
+ * CLOSING or CLOSED), seen as a record's odd `calls` value at the first
+ * look, which must change; a call that entered after that look saw the
+ * flags and does nothing, but waiting for the first one after it (an even
+ * value at the first look, + 1) costs nothing.  Calls without a record
+ * are waited for by their shared count.  Acquire: what a call did before
+ * it left is visible to close from here on. */
+static int calls_inside(uvtw__tasks_t* tasks) {
+  uvtw__producer_t* rec;
+  uint64_t calls;
+  int inside;
+
+  full_fence();
+  inside = atomic_load_explicit(&tasks->calls_shared,
+                                memory_order_acquire) != 0;
+  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+       rec != NULL; rec = rec->next) {
+    calls = atomic_load_explicit(&rec->calls, memory_order_acquire);
+    if (rec->close_seen == 0)
+      rec->close_seen = calls | 1;
+    if (calls == rec->close_seen)
+      inside = 1;
+  }
+  return inside;
+}
+
+
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
   struct uvtw__link* link;
@@ -1425,13 +1497,20 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   if (!uvtw__list_empty(&tasks->in_pool))
     return 0; /* after_work_cb calls again */
   if (live_count(tasks) != 0) {
-    /* A submit is on its way to a ring, or a cancel has not counted its
-     * end yet: look again next iteration. */
+    /* A task is on its way to a queue, or a cancel has not counted its end
+     * yet: look again next iteration. */
     uv_async_send(&wheel->async);
     return 0;
   }
-  /* No task is live and none can be submitted any more. */
+  /* No task is live.  From here on a cancel finds nothing (CLOSED), and
+   * close waits only for the calls already inside. */
   atomic_fetch_or_explicit(&tasks->close_word, CLOSED, memory_order_seq_cst);
+  if (calls_inside(tasks)) {
+    /* Never blocks the loop: looks again next iteration (a submit inside
+     * may still publish a task, which this step then drains). */
+    uv_async_send(&wheel->async);
+    return 0;
+  }
   return 1;
 }
 

@@ -102,6 +102,10 @@ struct uvtw__producer_s {
 
   /* The owner's: the loop reads the counters only for stats and close. */
   _Alignas(64) _Atomic uint64_t submitted; /* tasks accepted by submit */
+  /* Odd while the owner is inside uvtw_submit or uvtw_cancel on the wheel
+   * (+1 on entry, +1 on leaving, release): close waits for it (task.c,
+   * "Close"). */
+  _Atomic uint64_t calls;
   _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
   _Atomic uint64_t retracted; /* of those, before the loop took them in */
   uvtw__block_t* wblock;      /* the block being filled */
@@ -114,6 +118,8 @@ struct uvtw__producer_s {
   _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
   uvtw__block_t* rblock; /* the block being read */
   unsigned ridx;         /* its next slot */
+  /* Close: the `calls` value it waits to see change (0: not read yet). */
+  uint64_t close_seen;
 
   _Alignas(64) uvtw__task_t* cache[UVTW__CACHE]; /* owner only */
 };
@@ -166,6 +172,9 @@ typedef struct uvtw__tasks_s {
   /* Tasks cancelled before the loop took them in, by threads without a
    * record (the others count theirs in their record). */
   _Atomic uint64_t retracted_shared;
+  /* Calls inside the wheel that have no record (yet): a thread's first
+   * call, or one without memory for a record. */
+  _Atomic uint64_t calls_shared;
   /* Notices of cancels made without a record: a Treiber stack. */
   uvtw__task_t* _Atomic queue;
   UVTW__PAD(pad2_);

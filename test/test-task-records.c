@@ -29,16 +29,18 @@
  *                    (test/task-records-live-snapshot.gdb, by hand: it
  *                    failed so before the fix); alone it checks the count
  *                    under a concurrent first submit.
- *   close_inflight   a submit from another thread that has published its task
- *                    and looked for CLOSING (not set yet) but not yet sent
- *                    its wake-up, while the loop closes the wheel: the task
- *                    gets its final call, close completes, the close
- *                    callback runs and the wheel is freed, all while the
- *                    submit is still inside the wheel.  Shows a
- *                    heap-use-after-free under ASan only when a debugger
- *                    holds the submit there
- *                    (test/task-records-close-inflight.gdb); run alone it
- *                    passes.
+ *   close_inflight   a submit from another thread that has published its
+ *                    task but not yet sent its wake-up, while the loop
+ *                    closes the wheel: close must wait for the submit to
+ *                    leave the wheel before it finishes (the task gets its
+ *                    final call, or the submit returns UV_ECANCELED), and
+ *                    only then run the close callback and free the wheel.
+ *                    The window lies inside one call, so the case tests it
+ *                    only when a debugger holds the submit there
+ *                    (test/task-records-close-inflight.gdb on the ASan
+ *                    build, by hand: before the fix, a heap-use-after-free
+ *                    in wake_loop); alone it checks the outcomes of a
+ *                    submit racing close.
  *   detached_exit    detached threads submit and exit; later detached
  *                    threads (which may land on an exited thread's
  *                    thread-local block, and adopt its record) submit and

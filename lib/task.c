@@ -369,10 +369,15 @@ static __attribute__((noinline)) uvtw__producer_t* enter_search(
       if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
           &thread_token)
         break;
-    if (rec != NULL)
-      record_enter(rec);
-    else if ((rec = record_new(wheel)) == NULL)
+    if (rec != NULL) {
+      /* Adopted (or ours, evicted from the thread-local cache): the mark
+       * by a read-modify-write, which reads the last leave of the thread
+       * that used the record before (an exited one, when adopted) and
+       * acquires what it wrote there, its cache and queue included. */
+      atomic_fetch_add_explicit(&rec->calls, 1, memory_order_acq_rel);
+    } else if ((rec = record_new(wheel)) == NULL) {
       return NULL; /* inside by the shared count until leave */
+    }
     /* Marked in the record, which is on the list: the shared count may go
      * (release: close reads the count first, then the records). */
     atomic_fetch_sub_explicit(&tasks->calls_shared, 1, memory_order_release);

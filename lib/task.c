@@ -569,8 +569,41 @@ static void hold_sync(uvtw_wheel_t* wheel) {
 }
 
 
+/* Non-zero if the record's queue holds an id the loop has not read. */
+static int record_busy(uvtw__producer_t* rec) {
+  if (rec->ridx == UVTW__BLOCK_IDS)
+    return atomic_load_explicit(&rec->rblock->next, memory_order_relaxed) !=
+           NULL;
+  return atomic_load_explicit(&rec->rblock->slot[rec->ridx],
+                              memory_order_relaxed) != 0;
+}
+
+
+/* Non-zero if a queue (or the stack) holds something the loop has not
+ * taken in.  A relaxed look: what another thread published before
+ * something that happens-before this call (a join, a lock) is seen. */
+static int queues_busy(uvtw__tasks_t* tasks) {
+  uvtw__producer_t* rec;
+
+  if (atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL)
+    return 1;
+  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+       rec != NULL; rec = rec->next)
+    if (record_busy(rec))
+      return 1;
+  return 0;
+}
+
+
+/* After each batch of loop work (a drain, a driver pass, a threadpool
+ * task's after_work): also notes a backlog, so that a task submitted
+ * while the batch ran (say from a thread that a timer's callback joined)
+ * holds the loop before it is taken in.  From libuv 1.48 on, the timers
+ * phase is the last of an iteration, and uv_run returns right after it if
+ * nothing is referenced: the async callback would come too late. */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
   uvtw__pool_flush(&wheel->tasks.pool);
+  wheel->tasks.backlog = queues_busy(&wheel->tasks);
   hold_sync(wheel);
 }
 
@@ -1142,15 +1175,6 @@ static size_t drain_record(uvtw_wheel_t* wheel,
 }
 
 
-static int record_busy(uvtw__producer_t* rec) {
-  if (rec->ridx == UVTW__BLOCK_IDS)
-    return atomic_load_explicit(&rec->rblock->next, memory_order_relaxed) !=
-           NULL;
-  return atomic_load_explicit(&rec->rblock->slot[rec->ridx],
-                              memory_order_relaxed) != 0;
-}
-
-
 /* Processes about `budget` ids and nodes, each producer's oldest first.
  * Returns non-zero if work remains. */
 static int drain(uvtw_wheel_t* wheel, size_t budget) {
@@ -1159,28 +1183,23 @@ static int drain(uvtw_wheel_t* wheel, size_t budget) {
   uvtw__tasks_t* tasks;
   size_t count;
   size_t n;
-  int more;
 
   tasks = &wheel->tasks;
   first = atomic_load_explicit(&tasks->producers, memory_order_acquire);
   count = take_stack(
       wheel, atomic_exchange_explicit(&tasks->queue, NULL,
                                       memory_order_acquire));
-  more = 0;
   for (rec = first; rec != NULL; rec = rec->next) {
     n = drain_record(wheel, rec, budget > count ? budget - count : 0);
     count += n;
-    more |= record_busy(rec);
   }
   if (count > tasks->high_water)
     tasks->high_water = count;
-  more |= atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL;
-  /* A backlog holds the loop until it is taken in: the batch may have been
-   * all tombstones, and a task behind them holds nothing yet. */
-  tasks->backlog = more;
+  /* A backlog holds the loop until it is taken in (flush): the batch may
+   * have been all tombstones, and a task behind them holds nothing yet. */
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
-  return more;
+  return tasks->backlog;
 }
 static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);

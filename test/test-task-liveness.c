@@ -8,9 +8,16 @@
  *   from_callback  the same, submitted from a uv_timer_t callback on the
  *                  loop thread (the timer ends before the tasks are due).
  *   from_worker    a worker thread submits the three while the loop runs on
- *                  a 100 ms uv_timer_t (whose callback joins the worker);
+ *                  a 100 ms repeating uv_timer_t, which stops (and joins
+ *                  the worker) one callback after it saw the submits done;
  *                  the tasks are due 300 ms later, and uv_run returns only
  *                  after all three ran.
+ *   from_worker_late  the same, but the worker submits from inside the
+ *                  callback of a wheel timer that is the last thing keeping
+ *                  the loop alive (the callback starts and joins it): the
+ *                  end of that pass must hold the loop for the tasks before
+ *                  they are taken in (libuv 1.48 ends an iteration with its
+ *                  timers phase).
  *   run_once       `while (!done) uv_run(UV_RUN_ONCE)` around a 50 ms task
  *                  sleeps in the loop instead of spinning: it takes a few
  *                  iterations, not thousands.
@@ -90,29 +97,65 @@ static void from_callback(void) {
 
 
 static uv_thread_t worker;
+static atomic_int worker_done;
+static int worker_seen_done;
 
 
 static void worker_main(void* arg) {
   (void) arg;
   submit_three(300);
+  atomic_store(&worker_done, 1);
 }
 
 
 /* The timer's end is the last thing that keeps the loop alive but for the
- * tasks; the join makes the worker's submits happen before it. */
+ * tasks.  It ends one callback after the worker's submits were seen done:
+ * an iteration (with its poll phase, which takes the tasks in) lies in
+ * between, as uvtw.h asks of a plain uv_timer_t (a loaded machine may
+ * start the worker after the first callback). */
 static void join_cb(uv_timer_t* timer) {
-  (void) timer;
+  if (!worker_seen_done) {
+    worker_seen_done = atomic_load(&worker_done);
+    return;
+  }
   ASSERT_UV_OK(uv_thread_join(&worker));
+  ASSERT_UV_OK(uv_timer_stop(timer));
 }
 
 
 static void from_worker(void) {
   setup(0);
+  atomic_store(&worker_done, 0);
+  worker_seen_done = 0;
   ASSERT_UV_OK(uv_timer_init(&loop, &cb_timer));
-  ASSERT_UV_OK(uv_timer_start(&cb_timer, join_cb, 100, 0));
+  ASSERT_UV_OK(uv_timer_start(&cb_timer, join_cb, 100, 100));
   ASSERT_UV_OK(uv_thread_create(&worker, worker_main, NULL));
   run_and_check();
   uv_close((uv_handle_t*) &cb_timer, NULL);
+  teardown();
+}
+
+
+/* The worker submits while a wheel timer's callback, the last thing that
+ * keeps the loop alive, waits for it: its wake-up reaches a loop in its
+ * timers phase, which is the last phase of an iteration from libuv 1.48
+ * on, so the loop must hold itself for the submitted tasks at the end of
+ * that pass, before it has taken them in. */
+static uvtw_timer_t late_timer;
+
+
+static void late_cb(uvtw_timer_t* timer) {
+  (void) timer;
+  ASSERT_UV_OK(uv_thread_create(&worker, worker_main, NULL));
+  ASSERT_UV_OK(uv_thread_join(&worker));
+}
+
+
+static void from_worker_late(void) {
+  setup(0);
+  ASSERT_UV_OK(uvtw_timer_init(wheel, &late_timer));
+  ASSERT_UV_OK(uvtw_timer_start(&late_timer, late_cb, 20, 0));
+  run_and_check();
   teardown();
 }
 
@@ -211,6 +254,7 @@ static const test_case_t cases[] = {
   TEST_CASE(before_run),
   TEST_CASE(from_callback),
   TEST_CASE(from_worker),
+  TEST_CASE(from_worker_late),
   TEST_CASE(run_once),
   TEST_CASE(cancelled),
   TEST_CASE(cancel_race),

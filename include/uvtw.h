@@ -88,10 +88,13 @@ typedef struct uvtw_options_s {
 /* Counters of one wheel.  The task counters are kept by the loop thread as
  * it processes tasks, so they trail the other threads' calls by up to one
  * loop iteration; except that a task cancelled before the loop took it in
- * counts in tasks_accepted and tasks_cancelled as soon as the cancel
- * returns.  tasks_live is exact: it counts every task whose uvtw_submit
- * returned 0 before this call and that has not ended (a submit or cancel
- * still in progress on another thread may or may not be counted). */
+ * (by any thread, also one submitted on the loop thread) counts in
+ * tasks_accepted and tasks_cancelled as soon as the cancel returns.
+ * tasks_live is exact for tasks whose uvtw_submit returned 0 before this
+ * call: it counts each of them that has not ended, and none that ended
+ * before the call began (a submit or cancel still in progress on another
+ * thread, or a task that ends during the call, may or may not be
+ * counted). */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;  /* loop-thread timers now active */
   uint64_t tasks_live;     /* cross-thread tasks accepted, not yet finished */
@@ -159,9 +162,15 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * close, cb(wheel) runs (cb may be NULL) and the wheel's memory is freed;
  * the loop must run for that to happen, and keeps running until it has.
  * From the moment close starts, uvtw_timer_start and uvtw_submit return
- * UV_ECANCELED.  Shutdown rule: other threads must stop calling into the
- * wheel before cb has run; using the wheel after that is undefined.
- * Loop thread.
+ * UV_ECANCELED.  A uvtw_submit or uvtw_cancel that another thread has
+ * under way while close runs is waited for: close does not finish while
+ * such a call is inside the wheel, so it either returns UV_ECANCELED
+ * (submit) or UV_ENOENT (cancel) without touching a task, or ends before
+ * close does (a task it submitted gets its final call).  Shutdown rule:
+ * other threads must still stop calling into the wheel before cb runs: a
+ * call that has not yet reached the wheel's shared state when close
+ * finishes (for example one preempted on its first instructions) finds
+ * the wheel freed; using the wheel after cb is undefined.  Loop thread.
  * Errors: UV_EINVAL  wheel is NULL or already closing. */
 UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 
@@ -181,8 +190,10 @@ UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
                                   uvtw_stats_t* out);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
- * returns until it ends.  Any thread: the count is read with relaxed
- * atomics, so from another thread it is a snapshot that may be stale. */
+ * returns until it ends.  Any thread.  The task part is exact as
+ * tasks_live is (uvtw_stats_t): a task that is live throughout the call is
+ * always counted.  The timer part is read with relaxed atomics, so from
+ * another thread it is a snapshot that may be stale. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
 
@@ -277,13 +288,20 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * a queue of ids that only it fills and only the loop empties, in one-page
  * blocks (one at first, more only while the loop lags behind this thread),
  * and a cache of up to 64 free task nodes, about 5 KB in all.  Records are
- * freed with the wheel, so a thread may exit at any time; a thread started
- * later may take over the record of one that exited.  With max_tasks 0, a
+ * freed with the wheel, not before, so a thread may exit at any time; a
+ * thread started later whose thread-local storage lands where an exited
+ * thread's was (glibc reuses it) takes over that thread's record, so a
+ * wheel holds at most one record per such address.  With max_tasks 0, a
  * submit or a cancel writes only the calling thread's record and the
  * task's node, plus, once per batch, the wake-up flag and (per 32 nodes)
- * the shared free-node pool; with max_tasks set, each submit and each end
- * of a task also updates one shared counter, which makes the bound exact.  Memory order: everything
- * the calling thread wrote before uvtw_submit happens-before cb runs.  The
+ * the shared free-node pool; a thread's first call on a wheel, or a call
+ * on a wheel that is not among the last 4 it called, also writes one
+ * shared counter.  With max_tasks set, each submit and each end of a task
+ * also updates one shared counter, which makes the bound exact.  A submit
+ * makes two full memory barriers (seq_cst fences: one for close, one for
+ * the wake-up), a cancel one (two when it must tell the loop).  Memory
+ * order: everything the calling thread wrote before uvtw_submit
+ * happens-before cb runs.  The
  * task counts in uvtw_wheel_pending and under max_tasks from the moment
  * this returns 0 until it ends; a one-shot ends when its run returns.  A
  * submit from another thread that races with uvtw_wheel_close either
@@ -297,12 +315,20 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *     created the wheel before it calls uv_run): the task holds the loop
  *     from the moment uvtw_submit returns until it ends;
  *   - submitted from another thread: the task holds the loop from the
- *     moment the loop takes it in, which it does in the loop iteration
- *     that follows the submit's wake-up.  So if the submit happens before
- *     the last thing that keeps the loop running ends (a referenced handle,
- *     a request, or a task: for example from a worker while the loop waits
- *     on a timer or on another task, or from a threadpool task's own
- *     callback), uv_run does not return before the task ends.
+ *     moment the loop sees it: when it takes it in (in the poll phase
+ *     after the submit's wake-up), or at the end of a batch of the wheel's
+ *     own work that the submit happened before (a timer pass, which runs
+ *     the wheel timers' callbacks, or a threadpool task's completion).  So
+ *     uv_run does not return before the task ends if the submit happens
+ *     before the poll phase of the loop's last iteration (for example from
+ *     a worker while the loop waits on a timer or on another task, at
+ *     least one iteration before that ends), or inside the wheel timer's
+ *     callback or the task (a threadpool task's own callback included)
+ *     that is the last thing alive.  Not if it is made during the
+ *     callback that ends the last thing alive when that callback is not
+ *     the wheel's and runs after the poll phase: a plain uv_timer_t's from
+ *     libuv 1.48 on (whose iteration ends with its timers phase), or a
+ *     uv_check_t's or a close callback on any libuv.
  *   - What another thread cannot count on: if uv_run has already returned,
  *     or returns while the submit is in progress, the task is accepted
  *     (it counts in uvtw_wheel_pending) but nothing makes the owner run

@@ -22,6 +22,18 @@
  * (uvtw__block_t) that the loop hands back to the producer once read, so
  * it never fills up and one producer's tasks reach the loop in order.
  *
+ * Records.  A thread gets its record of a wheel on its first submit or
+ * cancel there (malloc: the record with its 64-node cache, and one 4 KiB
+ * block; more blocks only while the loop lags behind that thread), and
+ * finds it again through a thread-local cache of the last 4 wheels it
+ * used, keyed by the wheel's address and a process-wide serial (a new
+ * wheel at a freed wheel's address is not taken for it).  Records are
+ * never freed before the wheel, so a thread may exit at any time; its
+ * record stays on the wheel's list with the nodes in its cache, and a
+ * later thread whose thread-local block lands at the same address (glibc
+ * reuses an exited thread's) adopts it.  So a wheel holds one record per
+ * thread-local address that ever called it, at most.
+ *
  * The state word.  Each node has one atomic word: generation << 16 |
  * flags | state.  Every transition that another thread could race with
  * is one CAS on it, so a cancel and an expiry (or close) racing for the
@@ -61,13 +73,15 @@
  *             cache at once (a loop that read the id first finds the flag
  *             gone, or a newer generation, and skips it).  Not for a task
  *             submitted on the loop thread (LOOP_HELD), which the loop
- *             counted already: that one keeps IN_RING, and the loop frees it
- *             when it reads the slot.
+ *             holds already: that one keeps IN_RING, and the loop frees it
+ *             when it reads the slot.  Its canceller sets COUNTED and counts
+ *             it in the stats, as for a task taken back.
  *   NOTICE    a cancel won after the loop took the task in, and put the id
  *             in its own queue, so that the loop unfiles the timer promptly
  *             instead of at its deadline.
  *   IN_STACK  the same, for a cancel made without a record (out of
- *             memory): the node is on the wheel's stack.
+ *             memory, or a thread's first call during close): the node is
+ *             on the wheel's stack.
  * The loop frees a node once it is ended, none of these is set, and it is
  * not on the threadpool; all checked on the loop thread.
  *
@@ -75,23 +89,44 @@
  * counts its thread's submits and cancels, the loop its own ends, so no
  * line is written by every task's producer and its consumer:
  *   live = sum(submitted) - sum(ended) - loop_ended - ended_shared,
- * read ends first, so that an end is never counted without its submit.
- * With max_tasks set, a submit also reserves its place in `reserved` by
- * one CAS and every end returns it: exact, at the price of one shared
- * line.  The loop holds itself alive for the tasks it has taken in (and
- * for those submitted on its own thread): `held`.
+ * ends read first, the submits then over the record list read again, so
+ * that an end is never counted without its submit (live_count).  With
+ * max_tasks set, a submit also reserves its place in `reserved` by one
+ * CAS and every end returns it: exact, at the price of one shared line.
+ * The stats count a task cancelled before the loop took it in by its
+ * canceller (`retracted` per record, `retracted_shared`), at once.
  *
- * Close.  A submit counts itself in `submitted`, publishes its task, and
- * only then, after the full barrier of the publish, looks for CLOSING;
- * close sets CLOSING (seq_cst) and finishes with the tasks only once it
- * counts none live.  So either close sees the count, and waits for the task
- * to reach the loop and get its final call, or the submit sees CLOSING and
- * takes its task back (UV_ECANCELED), unless the loop took it in already
- * (then it gets its final call, and the submit returns 0).  A cancel that
- * ends a task counts the end last, after its notice and wake-up, so close
- * cannot finish under it.  The wheel, its pool and its records are freed
- * after the close
- * callback, before which every call must have returned.
+ * Liveness.  The loop holds itself alive (the async handle referenced) for
+ * the tasks it has taken in and those submitted on its own thread
+ * (`held`), and while a queue holds ids it has not taken in (`backlog`,
+ * noted after every batch of loop work): see hold_sync.
+ *
+ * Calls inside the wheel, and close.  uvtw_submit and uvtw_cancel enter
+ * the wheel before they touch its shared state, and leave it when done:
+ * a thread marks its record (`calls` odd; a call without a record uses the
+ * wheel's `calls_shared`), then a seq_cst fence, then it reads the close
+ * word.  Close sets CLOSING (seq_cst read-modify-write) when it begins, and
+ * when no task is live any more, CLOSED; then a fence, then it reads the
+ * marks (calls_inside), and finishes only once no call it must wait for
+ * is inside, looking again on later loop iterations (it never blocks the
+ * loop).  The two fences are a Dekker pair: of a call and close, at least
+ * one sees the other's write.  So a submit either sees CLOSING before it
+ * publishes anything (UV_ECANCELED), or close waits for it to leave, and
+ * then drains its task and gives it its final call; a cancel either sees
+ * CLOSED (UV_ENOENT: nothing is left) or is waited for.  Leaving is a
+ * release store, read with acquire by close, and by a thread that adopts
+ * the record of an exited one (an acq_rel read-modify-write of `calls`):
+ * each sees what the call did.  What close cannot wait for is a call that
+ * has not marked itself yet when close finishes: the wheel, its pool and
+ * its records are freed after the close callback, so other threads must
+ * have stopped calling by then (uvtw.h).
+ *
+ * The store-then-load pairs, each a seq_cst fence (full_fence) on both
+ * sides, correct on weakly ordered CPUs as well as on x86:
+ *   enter:     mark; fence; load close word  /  close: set CLOSING or
+ *              CLOSED; fence; load the marks (calls_inside);
+ *   wake_loop: publish an id; fence; load wake_pending  /  async_cb: clear
+ *              wake_pending; fence; drain the queues.
  */
 
 #include <stdlib.h>

@@ -252,7 +252,6 @@ static inline void full_fence(void) {
 static _Atomic uint64_t wheel_serials;
 
 
-
 static uvtw__task_t* task_of(uvtw_timer_t* timer) {
   return uvtw__container_of(timer, uvtw__task_t, timer);
 }

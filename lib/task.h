@@ -230,8 +230,9 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
  * and queues their final calls. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
 /* Close, step 2: drains, makes the final calls, cancels queued pool work.
- * Returns non-zero once no task is live and no call can enter the wheel
- * any more; until then it has arranged to be called again. */
+ * Returns non-zero once no task is live and no uvtw_submit or uvtw_cancel
+ * that close must wait for is inside the wheel; until then it has
+ * arranged to be called again (it never blocks). */
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
 
 #endif /* UVTW_TASK_H */

@@ -312,6 +312,19 @@ static int recycle(uvtw__task_t* node) {
 
 /* ---- producer records --------------------------------------------------- */
 
+/* Zeroed memory on its own cache lines, or NULL.  posix_memalign rather
+ * than C11's aligned_alloc, which glibc has only from 2.16: the Debian
+ * package promises libc6 >= 2.3 (cmake/Package.cmake). */
+static void* line_alloc(size_t size) {
+  void* p;
+
+  if (posix_memalign(&p, 64, size) != 0)
+    return NULL;
+  memset(p, 0, size);
+  return p;
+}
+
+
 /* A zeroed block for the owner's queue: a consumed one, or a new one. */
 static uvtw__block_t* block_new(uvtw__producer_t* rec) {
   uvtw__block_t* b;
@@ -323,10 +336,9 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
   if (b != NULL) {
     rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
   } else {
-    b = aligned_alloc(64, sizeof(*b));
+    b = line_alloc(sizeof(*b));
     if (b == NULL)
       return NULL;
-    memset(b, 0, sizeof(*b));
     b->all_next = rec->blocks;
     rec->blocks = b;
   }
@@ -340,10 +352,9 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
 static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
   uvtw__producer_t* rec;
 
-  rec = aligned_alloc(64, sizeof(*rec));
+  rec = line_alloc(sizeof(*rec));
   if (rec == NULL)
     return NULL;
-  memset(rec, 0, sizeof(*rec));
   rec->wblock = block_new(rec);
   if (rec->wblock == NULL) {
     free(rec);

@@ -6,14 +6,17 @@
  *
  *   drain_batch      the header's liveness rule: a task submitted from
  *                    another thread while a referenced handle keeps the
- *                    loop running holds the loop until it ends.  Here the
+ *                    loop running, before the poll phase of its last
+ *                    iteration, holds the loop until it ends.  Here the
  *                    worker first submits and at once cancels more tasks
  *                    than one async callback takes in (DRAIN_BATCH, 4096),
  *                    which leaves their queue slots taken back (tombstones),
- *                    then submits one task due now, all while a repeating
- *                    uv_timer_t is active; the timer's callback then stops
- *                    it.  uv_run(UV_RUN_DEFAULT) must not return before the
- *                    task ran.
+ *                    then submits one task due now, from a uv_timer_t's
+ *                    callback; the callback stops the timer and starts a
+ *                    uv_check_t, which stops itself in the check phase
+ *                    right after the first drain (all tombstones).
+ *                    uv_run(UV_RUN_DEFAULT) must not return before the task
+ *                    ran.
  *   loop_held_stats  uvtw_stats_t: "a task cancelled before the loop took it
  *                    in counts in tasks_accepted and tasks_cancelled as
  *                    soon as the cancel returns".  The loop's owner submits
@@ -57,6 +60,7 @@
 #define DB_TAKEN_BACK 5000 /* more than DRAIN_BATCH */
 
 static uv_timer_t db_hold;
+static uv_check_t db_check;
 static task_t db_task;
 
 
@@ -75,14 +79,24 @@ static void db_worker(void* arg) {
 }
 
 
+/* The last thing that keeps the loop alive: it ends in the check phase
+ * right after the poll phase whose async callback took in the first
+ * batch, all tombstones. */
+static void db_check_cb(uv_check_t* handle) {
+  ASSERT_UV_OK(uv_check_stop(handle));
+}
+
+
 static void db_hold_cb(uv_timer_t* handle) {
   uv_thread_t tid;
 
-  /* The timer is repeating, so it is active (and referenced) while the
-   * worker submits; it stops only after the worker returned. */
+  /* The timer is active (and referenced) while the worker submits; the
+   * check handle takes over, so that a poll phase follows the submits
+   * before the last referenced handle ends (uvtw.h's rule). */
   ASSERT_UV_OK(uv_thread_create(&tid, db_worker, NULL));
   ASSERT_UV_OK(uv_thread_join(&tid));
   ASSERT_UV_OK(uv_timer_stop(handle));
+  ASSERT_UV_OK(uv_check_start(&db_check, db_check_cb));
 }
 
 
@@ -97,6 +111,7 @@ static void drain_batch(void) {
 
   setup(0);
   ASSERT_UV_OK(uv_timer_init(&loop, &db_hold));
+  ASSERT_UV_OK(uv_check_init(&loop, &db_check));
   ASSERT_UV_OK(uv_timer_start(&db_hold, db_hold_cb, 1, 1000));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   runs = atomic_load(&db_task.runs);
@@ -107,6 +122,7 @@ static void drain_batch(void) {
             runs, pending);
   run_until(db_ran, 0); /* clean up either way */
   uv_close((uv_handle_t*) &db_hold, NULL);
+  uv_close((uv_handle_t*) &db_check, NULL);
   teardown();
   ASSERT_EQ(1, runs);
 }

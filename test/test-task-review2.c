@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/* Second review of issue 10's producer records: cases where the reviewer
+ * suspects a gap that the first review did not list (run one with its name
+ * as argument).
+ *
+ *   starved_record   the header's liveness rule: a task submitted from
+ *                    another thread is taken in "in the loop iteration that
+ *                    follows the submit's wake-up".  Thread P2 submits X
+ *                    (delay 0) first and stays alive (so that P1 cannot
+ *                    adopt its record); then, before each of 10 loop
+ *                    iterations, thread P1 (whose record is newer, so first
+ *                    in the wheel's list) queues 5,000 far-off tasks.  Each
+ *                    async callback takes in DRAIN_BATCH ids, all from P1's
+ *                    queue, so X, submitted before all of them, is never
+ *                    taken in while P1 keeps up that rate: it has not run
+ *                    after 10 iterations, 2 ms apart.
+ *   thread_churn     threads that exit: 64 threads, one after the other,
+ *                    each submits one task and exits.  Each thread has its
+ *                    own stack (pthread_attr_setstack), so no thread lands
+ *                    on an exited thread's thread-local block and none
+ *                    adopts a record: every thread ever started leaves a
+ *                    record (and its queue block) on the wheel until the
+ *                    wheel is freed, and every async callback and every
+ *                    uvtw_wheel_pending walks all of them.
+ *   tombstone_memory max_tasks 16; a worker makes 200,000 submit + cancel
+ *                    pairs (never more than one task live) while the loop
+ *                    is busy elsewhere.  Each pair leaves a slot in the
+ *                    worker's queue, so the queue grows to 393 blocks of
+ *                    4 KiB; after the loop caught up they all stay
+ *                    allocated, for the life of the wheel.
+ *   worn_index       ids never reused: an index whose generations are used
+ *                    up is retired.  One thread's submit+cancel pairs
+ *                    reuse one node (the cache is most recent first), one
+ *                    generation per pair, so at a few million pairs a
+ *                    second an index is worn out in hours; or, at 64 + 65,536
+ *                    generations per wheel whose node 0 ran more than 64
+ *                    tasks, after about a million wheels.  Here index 0's
+ *                    generations are used up through uvtw__pool_next_gen
+ *                    (what recycle calls) and then by scratch pools (each
+ *                    a wheel that uses node 0 once), and a new wheel's first
+ *                    submit,
+ *                    with memory to spare, must not fail; it gets
+ *                    UV_ENOMEM, because cache_get asks uvtw__pool_alloc_new
+ *                    for one node, and that one is worn out. */
+
+#include <pthread.h>
+
+#include "internal.h"
+#include "task-harness.h"
+#include "test-cases.h"
+
+/* lib/task.c's DRAIN_BATCH: ids one async callback takes in. */
+#define REVIEW_DRAIN_BATCH 4096
+
+
+/* ---- starved_record ----------------------------------------------------- */
+
+#define SR_ROUNDS 10
+#define SR_PER_ROUND 5000 /* more than DRAIN_BATCH */
+
+static task_t sr_x;
+static uv_sem_t sr_go;
+static uv_sem_t sr_done;
+static atomic_int sr_stop;
+static atomic_int sr_far_finals;
+
+
+static void sr_far_cb(void* arg, int status) {
+  (void) arg;
+  ASSERT_EQ(UV_ECANCELED, status); /* an hour away: only the final call */
+  atomic_fetch_add(&sr_far_finals, 1);
+}
+
+
+static uv_sem_t sr_submitted;
+static uv_sem_t sr_exit;
+
+
+/* Stays alive until the end, so that P1 cannot land on its thread-local
+ * block and adopt its record. */
+static void sr_early(void* arg) {
+  (void) arg;
+  submit(&sr_x, 0, 0, 0);
+  uv_sem_post(&sr_submitted);
+  uv_sem_wait(&sr_exit);
+}
+
+
+static void sr_flooder(void* arg) {
+  int i;
+
+  (void) arg;
+  for (;;) {
+    uv_sem_wait(&sr_go);
+    if (atomic_load(&sr_stop))
+      return;
+    for (i = 0; i < SR_PER_ROUND; i++)
+      ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, sr_far_cb, NULL,
+                               NULL));
+    uv_sem_post(&sr_done);
+  }
+}
+
+
+static int sr_x_ran(void) {
+  return atomic_load(&sr_x.returned) == 1;
+}
+
+
+static void starved_record(void) {
+  uv_thread_t p1;
+  uv_thread_t p2;
+  uvtw_stats_t st;
+  int runs;
+  int k;
+
+  setup(0);
+  ASSERT_UV_OK(uv_sem_init(&sr_go, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_done, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_submitted, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_exit, 0));
+  atomic_store(&sr_stop, 0);
+  atomic_store(&sr_far_finals, 0);
+  task_init(&sr_x);
+  /* P2's record first: it is the older one, after P1's in the list. */
+  ASSERT_UV_OK(uv_thread_create(&p2, sr_early, NULL));
+  uv_sem_wait(&sr_submitted);
+  ASSERT_UV_OK(uv_thread_create(&p1, sr_flooder, NULL));
+  for (k = 0; k < SR_ROUNDS; k++) {
+    uv_sem_post(&sr_go);
+    uv_sem_wait(&sr_done);
+    uv_sleep(2); /* X is due by the next iteration's timers phase */
+    one_pass();
+  }
+  runs = atomic_load(&sr_x.runs);
+  uvtw_wheel_stats(wheel, &st);
+  fprintf(stderr,
+          "after %d iterations: X runs %d; tasks taken in %llu, of P1's %d "
+          "(all submitted after X)\n",
+          SR_ROUNDS, runs, (unsigned long long) st.tasks_accepted,
+          SR_ROUNDS * SR_PER_ROUND);
+  atomic_store(&sr_stop, 1);
+  uv_sem_post(&sr_go);
+  ASSERT_UV_OK(uv_thread_join(&p1));
+  uv_sem_post(&sr_exit);
+  ASSERT_UV_OK(uv_thread_join(&p2));
+  run_until(sr_x_ran, 0); /* P1 stopped: the backlog drains, X runs */
+  teardown();
+  ASSERT_EQ(SR_ROUNDS * SR_PER_ROUND, atomic_load(&sr_far_finals));
+  uv_sem_destroy(&sr_go);
+  uv_sem_destroy(&sr_done);
+  uv_sem_destroy(&sr_submitted);
+  uv_sem_destroy(&sr_exit);
+  ASSERT_EQ(1, runs);
+}
+
+
+/* ---- thread_churn ------------------------------------------------------- */
+
+#define TC_THREADS 64
+#define TC_STACK (1024 * 1024)
+
+static task_t tc_tasks[TC_THREADS];
+
+
+static void* tc_thread(void* arg) {
+  submit(arg, 0, 0, 0);
+  return NULL;
+}
+
+
+static int tc_all_ran(void) {
+  int i;
+
+  for (i = 0; i < TC_THREADS; i++)
+    if (atomic_load(&tc_tasks[i].returned) != 1)
+      return 0;
+  return 1;
+}
+
+
+static void count_records(size_t* records, size_t* blocks) {
+  uvtw__producer_t* rec;
+  uvtw__block_t* b;
+
+  *records = 0;
+  *blocks = 0;
+  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+       rec = rec->next) {
+    (*records)++;
+    for (b = rec->blocks; b != NULL; b = b->all_next)
+      (*blocks)++;
+  }
+}
+
+
+static void thread_churn(void) {
+  pthread_attr_t attr;
+  pthread_t tid;
+  void* stacks[TC_THREADS];
+  size_t records;
+  size_t blocks;
+  int i;
+
+  setup(0);
+  for (i = 0; i < TC_THREADS; i++) {
+    task_init(&tc_tasks[i]);
+    stacks[i] = aligned_alloc(4096, TC_STACK);
+    ASSERT_NE(0, stacks[i] != NULL);
+    ASSERT_EQ(0, pthread_attr_init(&attr));
+    ASSERT_EQ(0, pthread_attr_setstack(&attr, stacks[i], TC_STACK));
+    ASSERT_EQ(0, pthread_create(&tid, &attr, tc_thread, &tc_tasks[i]));
+    ASSERT_EQ(0, pthread_join(tid, NULL));
+    ASSERT_EQ(0, pthread_attr_destroy(&attr));
+  }
+  run_until(tc_all_ran, 0);
+  count_records(&records, &blocks);
+  fprintf(stderr,
+          "%d threads ran one after the other, one task each: %zu records, "
+          "%zu queue blocks (%zu KiB) held until the wheel is freed\n",
+          TC_THREADS, records, blocks,
+          (records * sizeof(uvtw__producer_t) +
+           blocks * sizeof(uvtw__block_t)) / 1024);
+  teardown();
+  for (i = 0; i < TC_THREADS; i++)
+    free(stacks[i]);
+  /* Never more than one producer thread alive at once. */
+  ASSERT_ULE(records, 8);
+}
+
+
+/* ---- tombstone_memory --------------------------------------------------- */
+
+static int tm_pairs;
+
+
+static void tm_noop(void* arg, int status) {
+  (void) arg;
+  (void) status;
+  ASSERT(0); /* cancelled at once: never called */
+}
+
+
+static void tm_worker(void* arg) {
+  uvtw_id_t id;
+  int i;
+
+  (void) arg;
+  for (i = 0; i < tm_pairs; i++) {
+    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id));
+    ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  }
+}
+
+
+static int tm_caught_up(void) {
+  uvtw__producer_t* rec;
+
+  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+       rec = rec->next)
+    if (rec->rblock != rec->wblock || rec->ridx != rec->widx)
+      return 0;
+  return 1;
+}
+
+
+static void tombstone_memory(void) {
+  uv_thread_t tid;
+  size_t records;
+  size_t before;
+  size_t after;
+  int rounds;
+
+  tm_pairs = scaled(200000);
+  setup(16);
+  /* The loop does not run while the worker works: it is busy elsewhere. */
+  ASSERT_UV_OK(uv_thread_create(&tid, tm_worker, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
+  count_records(&records, &before);
+  for (rounds = 0; !tm_caught_up(); rounds++)
+    one_pass();
+  count_records(&records, &after);
+  fprintf(stderr,
+          "max_tasks 16, %d submit+cancel pairs: %zu queue blocks (%zu KiB) "
+          "while the loop was away, %zu still allocated after the loop "
+          "caught up (%d iterations)\n",
+          tm_pairs, before, before * sizeof(uvtw__block_t) / 1024, after,
+          rounds);
+  teardown();
+  ASSERT_ULE(after, 4);
+}
+
+
+/* ---- worn_index --------------------------------------------------------- */
+
+static void worn_index(void) {
+  _Alignas(64) uvtw__task_t fake;
+  uvtw__task_t* nodes[1];
+  uvtw__pool_t scratch;
+  uvtw_wheel_t* second;
+  uint64_t gens[1];
+  unsigned n;
+  int wheels;
+  task_t t;
+  task_t u;
+  uint64_t blocks;
+  int r;
+
+  setup(0);
+  /* Index 0 of this process's first pool: its generation counter exists. */
+  task_init(&t);
+  submit(&t, 3600 * 1000, 0, 0);
+  ASSERT_EQ(0, (int) (t.id >> UVTW__GEN_BITS));
+  ASSERT_EQ(0, cancel(&t));
+  /* Use up index 0's generations, a block of 65,536 at a time, as a node
+   * reused 2^36 times would. */
+  memset(&fake, 0, sizeof(fake));
+  fake.index = 0;
+  fake.gen_end = 1;
+  for (blocks = 0; uvtw__pool_next_gen(&fake, fake.gen_end - 1) != 0;)
+    blocks++;
+  /* What is left goes to new wheels, GEN_FIRST (64) at a time: each
+   * scratch pool is a wheel whose node 0 is used once. */
+  for (wheels = 0;; wheels++) {
+    ASSERT_EQ(0, uvtw__pool_init(&scratch));
+    n = uvtw__pool_alloc_new(&scratch, nodes, gens, 1);
+    uvtw__pool_destroy(&scratch);
+    if (n == 0)
+      break;
+  }
+  fprintf(stderr,
+          "index 0 worn out after %llu blocks of 65,536 generations and "
+          "%d wheels that used it once\n",
+          (unsigned long long) blocks, wheels);
+  /* A new wheel numbers its nodes from index 0 again. */
+  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &second));
+  task_init(&u);
+  r = uvtw_submit(second, 3600 * 1000, 0, 0, task_cb, &u, &u.id);
+  fprintf(stderr, "the new wheel's first submit: %s\n",
+          r == 0 ? "0" : uv_err_name(r));
+  if (r == 0)
+    ASSERT_EQ(0, uvtw_cancel(second, u.id));
+  ASSERT_EQ(0, uvtw_wheel_close(second, NULL));
+  teardown(); /* runs the loop until both wheels are gone */
+  ASSERT_EQ(0, r);
+}
+
+
+static const test_case_t cases[] = {
+  TEST_CASE(starved_record),
+  TEST_CASE(thread_churn),
+  TEST_CASE(tombstone_memory),
+  TEST_CASE(worn_index),
+};
+
+
+int main(int argc, char** argv) {
+  return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
+}

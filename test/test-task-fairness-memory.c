@@ -1,53 +1,35 @@
 /* SPDX-License-Identifier: MIT */
-/* Second review of issue 10's producer records: cases where the reviewer
- * suspects a gap that the first review did not list (run one with its name
- * as argument).
- *
- * On 6938056 and on 6c88f57 every case but ending_race fails, in the
- * release, ASan+UBSan and TSan builds (and starved_record on libuv 1.48),
- * with no sanitizer report; ending_race passes everywhere.
+/* Cross-thread tasks: fairness of the drain across producer records, the
+ * memory records, queue blocks and nodes keep, and exactly-once endings
+ * (run one case with its name as argument).
  *
  *   starved_record   the header's liveness rule: a task submitted from
  *                    another thread is taken in "in the poll phase after
- *                    the submit's wake-up" (6938056: "in the loop
- *                    iteration that follows the submit's wake-up").  Thread P2 submits X
- *                    (delay 0) first and stays alive (so that P1 cannot
- *                    adopt its record); then, before each of 10 loop
- *                    iterations, thread P1 (whose record is newer, so first
- *                    in the wheel's list) queues 5,000 far-off tasks.  Each
- *                    async callback takes in DRAIN_BATCH ids, all from P1's
- *                    queue, so X, submitted before all of them, is never
- *                    taken in while P1 keeps up that rate: it has not run
- *                    after 10 iterations, 2 ms apart.
- *   thread_churn     threads that exit: 64 threads, one after the other,
- *                    each submits one task and exits.  Each thread has its
- *                    own stack (pthread_attr_setstack), so no thread lands
- *                    on an exited thread's thread-local block and none
- *                    adopts a record: every thread ever started leaves a
- *                    record (and its queue block) on the wheel until the
- *                    wheel is freed, and every async callback, every flush
- *                    (6c88f57: after each driver pass) and every
- *                    uvtw_wheel_pending walks all of them.  (With glibc's
- *                    own stacks, threads reuse exited threads' blocks and
- *                    the count stays at the most threads alive at once;
- *                    uvtw.h now says "at most one record per such
- *                    address".)
+ *                    the submit's wake-up", however busy other records
+ *                    are.  Thread P2 submits X (delay 0) first and stays
+ *                    alive; then, before each of 10 loop iterations,
+ *                    thread P1 (whose record is newer, so first in the
+ *                    wheel's list) queues 5,000 far-off tasks, more than
+ *                    one async callback takes in (DRAIN_BATCH).  X must
+ *                    have run after the 10 iterations, 2 ms apart.
+ *   thread_churn     records of exited threads are reused: 64 threads,
+ *                    one after the other, each submits one task and exits.
+ *                    Each thread has its own stack (pthread_attr_setstack),
+ *                    so no thread lands on an exited thread's thread-local
+ *                    block; still the wheel must hold no more than a few
+ *                    records, since never more than one producer thread was
+ *                    alive at once.
  *   tombstone_memory max_tasks 16; a worker makes 200,000 submit + cancel
  *                    pairs (never more than one task live) while the loop
- *                    is busy elsewhere.  Each pair leaves a slot in the
- *                    worker's queue, so the queue grows to 393 blocks of
- *                    4 KiB; after the loop caught up they all stay
- *                    allocated, for the life of the wheel.
+ *                    is busy elsewhere, so the worker's queue grows to
+ *                    hundreds of 4 KiB blocks.  Once the loop caught up,
+ *                    at most 4 blocks may stay allocated.
  *   loop_pairs_memory
  *                    max_tasks 16; the loop thread (the wheel's owner,
  *                    before uv_run, as a callback would) makes 100,000
- *                    submit + cancel pairs.  A task submitted on the loop
- *                    thread is never taken back (LOOP_HELD keeps IN_RING),
- *                    so each pair uses a new node until the loop drains:
- *                    the pool grows to 100,000 nodes (about 19 MB) with
- *                    never more than one task live, and keeps that size
- *                    for the life of the wheel.  Another thread's pairs
- *                    reuse one node.
+ *                    submit + cancel pairs.  Pool growth must follow live
+ *                    tasks, not pairs: at most 1,024 nodes taken from the
+ *                    pool.
  *   ending_race      exactly-once endings under every race at once: two
  *                    producer threads submit loop and threadpool tasks,
  *                    one-shot and repeating (some cancel themselves from
@@ -57,20 +39,13 @@
  *                    Every task ends exactly once: by its run, by exactly
  *                    one cancel that returned 0 or UV_EBUSY (its own
  *                    included), or by its final call.
- *   worn_index       ids never reused: an index whose generations are used
- *                    up is retired.  One thread's submit+cancel pairs
- *                    reuse one node (the cache is most recent first), one
- *                    generation per pair, so at a few million pairs a
- *                    second an index is worn out in hours; or, at 64 + 65,536
- *                    generations per wheel whose node 0 ran more than 64
- *                    tasks, after about a million wheels.  Here index 0's
+ *   worn_index       ids never reused, and an index whose generations are
+ *                    used up is retired, not an error: index 0's
  *                    generations are used up through uvtw__pool_next_gen
  *                    (what recycle calls) and then by scratch pools (each
- *                    a wheel that uses node 0 once), and a new wheel's first
- *                    submit,
- *                    with memory to spare, must not fail; it gets
- *                    UV_ENOMEM, because cache_get asks uvtw__pool_alloc_new
- *                    for one node, and that one is worn out. */
+ *                    a wheel that uses node 0 once); a new wheel's first
+ *                    submit, with memory to spare, must succeed (with a
+ *                    fresh index). */
 
 #include <pthread.h>
 
@@ -79,7 +54,7 @@
 #include "test-cases.h"
 
 /* lib/task.c's DRAIN_BATCH: ids one async callback takes in. */
-#define REVIEW_DRAIN_BATCH 4096
+#define TASK_DRAIN_BATCH 4096
 
 
 /* ---- starved_record ----------------------------------------------------- */

@@ -10,8 +10,9 @@
  *             unless a wake-up is pending that the loop has not begun to
  *             serve.
  *   loop:     the async callback empties every record's queue, oldest
- *             first, and files each task's timer in the wheel, for the
- *             deadline "uv_hrtime at submit + delay".
+ *             first, in batches of DRAIN_BATCH ids that give every record
+ *             a share (drain), and files each task's timer in the wheel,
+ *             for the deadline "uv_hrtime at submit + delay".
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work, with a request (uvtw__work_t) that it
  *             holds only until after_work, and comes back in after_work.
@@ -1221,23 +1222,33 @@ static size_t drain_record(uvtw_wheel_t* wheel,
 
 
 /* Processes about `budget` ids and nodes, each producer's oldest first.
- * Returns non-zero if work remains. */
+ * Fair across records: a first pass gives every record its share of the
+ * budget (at least one id), a second pass hands what the quiet ones left
+ * to the busy ones.  So each record's oldest id is taken in by every
+ * batch, however busy the others are (a newer record, first in the list,
+ * could otherwise take the whole budget batch after batch).  Returns
+ * non-zero if work remains. */
 static int drain(uvtw_wheel_t* wheel, size_t budget) {
   uvtw__producer_t* first;
   uvtw__producer_t* rec;
   uvtw__tasks_t* tasks;
+  size_t records;
+  size_t share;
   size_t count;
-  size_t n;
 
   tasks = &wheel->tasks;
   first = atomic_load_explicit(&tasks->producers, memory_order_acquire);
   count = take_stack(
       wheel, atomic_exchange_explicit(&tasks->queue, NULL,
                                       memory_order_acquire));
-  for (rec = first; rec != NULL; rec = rec->next) {
-    n = drain_record(wheel, rec, budget > count ? budget - count : 0);
-    count += n;
-  }
+  records = 0;
+  for (rec = first; rec != NULL; rec = rec->next)
+    records++;
+  share = records == 0 || budget / records == 0 ? 1 : budget / records;
+  for (rec = first; rec != NULL; rec = rec->next)
+    count += drain_record(wheel, rec, share);
+  for (rec = first; rec != NULL && count < budget; rec = rec->next)
+    count += drain_record(wheel, rec, budget - count);
   if (count > tasks->high_water)
     tasks->high_water = count;
   /* A backlog holds the loop until it is taken in (flush): the batch may

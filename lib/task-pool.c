@@ -194,19 +194,24 @@ unsigned uvtw__pool_alloc_new(uvtw__pool_t* pool,
   uint64_t i;
   unsigned n;
 
-  /* A run of indices for this caller alone: one RMW on `bump`. */
   UVTW__ASSERT(want >= 1 && want <= UVTW__BATCH);
-  first = atomic_fetch_add_explicit(&pool->bump, want, memory_order_relaxed);
   n = 0;
-  for (i = first; i < first + want; i++) {
-    while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
-      if (grow(pool, i) != 0)
-        return n;
-    node = uvtw__pool_node_at(pool, (uint32_t) i);
-    node->index = (uint32_t) i;
-    if (gen_reserve(node, GEN_FIRST, &gens[n]) == 0) /* else worn out */
-      out[n++] = node;
-  }
+  do {
+    /* A run of indices for this caller alone: one RMW on `bump`.  An index
+     * whose generations are used up is retired (skipped, never handed out);
+     * if the whole run was, the next run: out of memory only when the pool
+     * cannot grow. */
+    first = atomic_fetch_add_explicit(&pool->bump, want, memory_order_relaxed);
+    for (i = first; i < first + want; i++) {
+      while (i >= atomic_load_explicit(&pool->capacity, memory_order_acquire))
+        if (grow(pool, i) != 0)
+          return n;
+      node = uvtw__pool_node_at(pool, (uint32_t) i);
+      node->index = (uint32_t) i;
+      if (gen_reserve(node, GEN_FIRST, &gens[n]) == 0) /* else worn out */
+        out[n++] = node;
+    }
+  } while (n == 0);
   return n;
 }
 

@@ -74,9 +74,12 @@
  *             cache at once (a loop that read the id first finds the flag
  *             gone, or a newer generation, and skips it).  Not for a task
  *             submitted on the loop thread (LOOP_HELD), which the loop
- *             holds already: that one keeps IN_RING, and the loop frees it
- *             when it reads the slot.  Its canceller sets COUNTED and counts
- *             it in the stats, as for a task taken back.
+ *             holds already: a cancel on the loop thread takes it back
+ *             too (and lets go of it in `held`), so that submit+cancel
+ *             pairs there reuse one node; a cancel from another thread
+ *             leaves it IN_RING, and the loop frees it when it reads the
+ *             slot.  That canceller sets COUNTED and counts it in the
+ *             stats, as for a task taken back.
  *   NOTICE    a cancel won after the loop took the task in, and put the id
  *             in its own queue, so that the loop unfiles the timer promptly
  *             instead of at its deadline.
@@ -861,8 +864,11 @@ static int cancel_node(uvtw_wheel_t* wheel,
       /* Waiting: cancelled.  Who frees the node depends on where it is. */
       ring = 0;
       next = WITH_STATE(word, T_CANCELLED);
-      if ((word & IN_RING) && !(word & LOOP_HELD))
-        next &= ~IN_RING; /* taken back: ours */
+      if ((word & IN_RING) &&
+          (!(word & LOOP_HELD) ||
+           wheel->tasks.loop_thread == &thread_token))
+        next &= ~IN_RING; /* taken back: ours (on the loop thread, also a
+                           * task the loop holds, which it then lets go) */
       else if (word & IN_RING)
         next |= COUNTED; /* the loop will find it, and free it */
       else if (word & IN_STACK)
@@ -877,6 +883,12 @@ static int cancel_node(uvtw_wheel_t* wheel,
         continue;
       *ended = 1;
       if ((word & IN_RING) && !(next & IN_RING)) {
+        if (word & LOOP_HELD) {
+          /* The loop thread: no drain runs now, and `held` is its own. */
+          UVTW__ASSERT(node->held);
+          node->held = 0;
+          wheel->tasks.held--;
+        }
         retract(&wheel->tasks, rec, node, id);
       } else if (next & COUNTED) {
         count_retracted(&wheel->tasks, rec);

@@ -286,7 +286,8 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * begun to take in.  Each thread that calls uvtw_submit or uvtw_cancel on
  * a wheel gets its own record of that wheel on its first call (malloc):
  * a queue of ids that only it fills and only the loop empties, in one-page
- * blocks (one at first, more only while the loop lags behind this thread),
+ * blocks (one at first, more only while the loop lags behind this thread;
+ * once the loop has read them it keeps two for reuse and frees the rest),
  * and a cache of up to 64 free task nodes, about 5 KB in all.  Records are
  * freed with the wheel, not before, so a thread may exit at any time; a
  * thread started later whose thread-local storage lands where an exited

@@ -20,8 +20,11 @@
  * So a submit writes only its own record's lines and its node's first
  * line, and the loop reads queue slots (8 ids per cache line) instead of
  * chasing links through nodes.  A queue is a chain of one-page blocks
- * (uvtw__block_t) that the loop hands back to the producer once read, so
- * it never fills up and one producer's tasks reach the loop in order.
+ * (uvtw__block_t) that the loop hands back to the producer once read (up
+ * to SPARE_BLOCKS waiting for reuse; it frees the others), so it never
+ * fills up, one producer's tasks reach the loop in order, and a queue that
+ * grew while the loop lagged shrinks back to three blocks once it caught
+ * up.  Only the owner writes a block, and only the loop reads one.
  *
  * Records.  A thread gets its record of a wheel on its first submit or
  * cancel there (malloc: the record with its 64-node cache, and one 4 KiB
@@ -70,9 +73,10 @@
  *             taken.  The loop takes it with a CAS that clears the flag.  A
  *             cancel that wins against it clears the flag too, and then
  *             owns the node: the loop never saw the task, so the canceller
- *             marks the slot (TOMBSTONE) and frees the node into its own
- *             cache at once (a loop that read the id first finds the flag
- *             gone, or a newer generation, and skips it).  Not for a task
+ *             frees the node into its own cache at once, and marks the
+ *             slot (TOMBSTONE) if it is in the block the canceller itself
+ *             fills (a loop that reads the id finds the flag gone, or a
+ *             newer generation, and skips it).  Not for a task
  *             submitted on the loop thread (LOOP_HELD), which the loop
  *             holds already: a cancel on the loop thread takes it back
  *             too (and lets go of it in `held`), so that submit+cancel
@@ -339,12 +343,15 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
   b = rec->spare;
   if (b != NULL) {
     rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
+    atomic_store_explicit(
+        &rec->taken_back,
+        atomic_load_explicit(&rec->taken_back, memory_order_relaxed) + 1,
+        memory_order_relaxed);
   } else {
     b = line_alloc(sizeof(*b));
     if (b == NULL)
       return NULL;
-    b->all_next = rec->blocks;
-    rec->blocks = b;
+    atomic_fetch_add_explicit(&rec->nblocks, 1, memory_order_relaxed);
   }
   atomic_store_explicit(&b->next, NULL, memory_order_relaxed);
   return b;
@@ -817,23 +824,17 @@ static void retract(uvtw__tasks_t* tasks,
                     uvtw__task_t* node,
                     uvtw_id_t id) {
   _Atomic uint64_t* slot;
-  uint64_t expected;
 
   slot = node->q.slot;
+  /* Only in the block this thread is filling, which nobody else writes and
+   * the loop has not moved past (so it is neither handed back nor freed).
+   * A slot in an older block may be freed by now (block_return): the id
+   * stays there, and the loop, finding IN_RING gone or a newer generation,
+   * skips it. */
   if (rec != NULL && slot >= rec->wblock->slot &&
-      slot < rec->wblock->slot + rec->widx) {
-    /* In the block this thread is filling: nobody else writes it (the loop
-     * zeroes a block only after it moved past it). */
+      slot < rec->wblock->slot + rec->widx &&
+      atomic_load_explicit(slot, memory_order_relaxed) == id)
     atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
-  } else {
-    /* The slot's line is usually still this core's (the loop has not read
-     * that far), so the CAS costs a barrier but no transfer; leaving the id
-     * instead would cost the loop a read of the node's line. */
-    expected = id;
-    atomic_compare_exchange_strong_explicit(slot, &expected, TOMBSTONE,
-                                            memory_order_relaxed,
-                                            memory_order_relaxed);
-  }
   count_retracted(tasks, rec);
   if (rec == NULL) {
     if (recycle(node))
@@ -1179,12 +1180,29 @@ static size_t take_stack(uvtw_wheel_t* wheel, uvtw__task_t* top) {
 }
 
 
+/* Blocks the loop hands back to a record's owner, at most, once read (a
+ * queue that grew while the loop was away shrinks back once it caught up):
+ * the loop frees the others. */
+#define SPARE_BLOCKS 2
+
 /* The loop is done with a block of the record's queue: zeroed, it goes
- * back to the owner. */
+ * back to the owner, or is freed if the owner has spares enough.  Nobody
+ * else refers to it: only the loop reads a block, and only the owner
+ * writes one, the one it fills (retract), which the loop has not passed. */
 static void block_return(uvtw__producer_t* rec, uvtw__block_t* b) {
   uvtw__block_t* top;
+  uint64_t handed;
   unsigned i;
 
+  handed = atomic_load_explicit(&rec->handed_back, memory_order_relaxed);
+  /* A stale taken_back only makes the loop free a block early. */
+  if (handed - atomic_load_explicit(&rec->taken_back, memory_order_relaxed) >=
+      SPARE_BLOCKS) {
+    atomic_fetch_sub_explicit(&rec->nblocks, 1, memory_order_relaxed);
+    free(b);
+    return;
+  }
+  atomic_store_explicit(&rec->handed_back, handed + 1, memory_order_relaxed);
   for (i = 0; i < UVTW__BLOCK_IDS; i++)
     atomic_store_explicit(&b->slot[i], 0, memory_order_relaxed);
   top = atomic_load_explicit(&rec->returned, memory_order_relaxed);
@@ -1652,6 +1670,17 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks) {
 }
 
 
+/* Frees a chain of blocks linked by `next`. */
+static void free_chain(uvtw__block_t* b) {
+  uvtw__block_t* next;
+
+  for (; b != NULL; b = next) {
+    next = atomic_load_explicit(&b->next, memory_order_relaxed);
+    free(b);
+  }
+}
+
+
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
   uvtw__producer_t* rec;
   uvtw__block_t* b;
@@ -1666,10 +1695,11 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
                                      memory_order_relaxed)) != NULL) {
     atomic_store_explicit(&wheel->tasks.producers, rec->next,
                           memory_order_relaxed);
-    while ((b = rec->blocks) != NULL) {
-      rec->blocks = b->all_next;
-      free(b);
-    }
+    /* Each block is in the queue, the returned stack or the spare list. */
+    b = rec->rblock;
+    free_chain(b);
+    free_chain(atomic_load_explicit(&rec->returned, memory_order_relaxed));
+    free_chain(rec->spare);
     free(rec);
   }
   uvtw__pool_destroy(&wheel->tasks.pool);

@@ -81,8 +81,9 @@ static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
 typedef struct uvtw__block_s uvtw__block_t;
 struct uvtw__block_s {
   _Atomic uint64_t slot[UVTW__BLOCK_IDS];
-  uvtw__block_t* _Atomic next; /* the next block of the queue */
-  uvtw__block_t* all_next;     /* every block of the record, to free them */
+  /* The next block of the queue, of the returned stack, or of the spare
+   * list: each block is in exactly one of the three. */
+  uvtw__block_t* _Atomic next;
 };
 
 /* One per (thread, wheel): created on the thread's first submit or cancel
@@ -112,12 +113,17 @@ struct uvtw__producer_s {
   unsigned widx;              /* its next slot */
   unsigned ncache;
   uvtw__block_t* spare;       /* consumed blocks, ready for reuse */
-  uvtw__block_t* blocks;      /* all of them (all_next) */
+  /* Blocks taken from `spare` (the loop's handed_back minus this is about
+   * how many wait there or in `returned`). */
+  _Atomic uint64_t taken_back;
 
   /* The loop's. */
   _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
   uvtw__block_t* rblock; /* the block being read */
   unsigned ridx;         /* its next slot */
+  _Atomic uint64_t handed_back; /* blocks pushed on `returned` */
+  /* Blocks allocated and not freed: the owner adds, the loop subtracts. */
+  _Atomic uint64_t nblocks;
   /* Close: the `calls` value it waits to see change (0: not read yet). */
   uint64_t close_seen;
 

@@ -185,15 +185,13 @@ static int tc_all_ran(void) {
 
 static void count_records(size_t* records, size_t* blocks) {
   uvtw__producer_t* rec;
-  uvtw__block_t* b;
 
   *records = 0;
   *blocks = 0;
   for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
        rec = rec->next) {
     (*records)++;
-    for (b = rec->blocks; b != NULL; b = b->all_next)
-      (*blocks)++;
+    *blocks += atomic_load(&rec->nblocks);
   }
 }
 

@@ -14,11 +14,14 @@
  *                    have run after the 10 iterations, 2 ms apart.
  *   thread_churn     records of exited threads are reused: 64 threads,
  *                    one after the other, each submits one task and exits.
- *                    Each thread has its own stack (pthread_attr_setstack),
- *                    so no thread lands on an exited thread's thread-local
- *                    block; still the wheel must hold no more than a few
+ *                    They are made with default attributes, so glibc gives
+ *                    each the stack (and thread-local block) of the one
+ *                    before it, and each takes over the exited thread's
+ *                    record: the wheel must hold no more than a few
  *                    records, since never more than one producer thread was
- *                    alive at once.
+ *                    alive at once.  (A thread on a stack of its own lands
+ *                    elsewhere and makes a new record, kept until the wheel
+ *                    is freed: uvtw.h says so.)
  *   tombstone_memory max_tasks 16; a worker makes 200,000 submit + cancel
  *                    pairs (never more than one task live) while the loop
  *                    is busy elsewhere, so the worker's queue grows to
@@ -162,7 +165,6 @@ static void starved_record(void) {
 /* ---- thread_churn ------------------------------------------------------- */
 
 #define TC_THREADS 64
-#define TC_STACK (1024 * 1024)
 
 static task_t tc_tasks[TC_THREADS];
 
@@ -197,9 +199,7 @@ static void count_records(size_t* records, size_t* blocks) {
 
 
 static void thread_churn(void) {
-  pthread_attr_t attr;
   pthread_t tid;
-  void* stacks[TC_THREADS];
   size_t records;
   size_t blocks;
   int i;
@@ -207,25 +207,18 @@ static void thread_churn(void) {
   setup(0);
   for (i = 0; i < TC_THREADS; i++) {
     task_init(&tc_tasks[i]);
-    stacks[i] = aligned_alloc(4096, TC_STACK);
-    ASSERT_NE(0, stacks[i] != NULL);
-    ASSERT_EQ(0, pthread_attr_init(&attr));
-    ASSERT_EQ(0, pthread_attr_setstack(&attr, stacks[i], TC_STACK));
-    ASSERT_EQ(0, pthread_create(&tid, &attr, tc_thread, &tc_tasks[i]));
+    ASSERT_EQ(0, pthread_create(&tid, NULL, tc_thread, &tc_tasks[i]));
     ASSERT_EQ(0, pthread_join(tid, NULL));
-    ASSERT_EQ(0, pthread_attr_destroy(&attr));
   }
   run_until(tc_all_ran, 0);
   count_records(&records, &blocks);
   fprintf(stderr,
           "%d threads ran one after the other, one task each: %zu records, "
-          "%zu queue blocks (%zu KiB) held until the wheel is freed\n",
+          "%zu queue blocks (%zu KiB)\n",
           TC_THREADS, records, blocks,
           (records * sizeof(uvtw__producer_t) +
            blocks * sizeof(uvtw__block_t)) / 1024);
   teardown();
-  for (i = 0; i < TC_THREADS; i++)
-    free(stacks[i]);
   /* Never more than one producer thread alive at once. */
   ASSERT_ULE(records, 8);
 }

@@ -320,9 +320,10 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *     after the submit's wake-up; each poll phase takes in a bounded
  *     batch with a share for every thread's queue, oldest first, so only
  *     its own thread's earlier submits can delay it to a later poll
- *     phase, never other threads' submits), or at the end of a batch of the wheel's
- *     own work that the submit happened before (a timer pass, which runs
- *     the wheel timers' callbacks, or a threadpool task's completion).  So
+ *     phase, never other threads' submits), or at the end of a batch of
+ *     the wheel's own work that the submit happened before (a timer pass,
+ *     which runs the wheel timers' callbacks, or a threadpool task's
+ *     completion).  So
  *     uv_run does not return before the task ends if the submit happens
  *     before the poll phase of the loop's last iteration (for example from
  *     a worker while the loop waits on a timer or on another task, at

@@ -17,8 +17,9 @@
  *      producers' queues, makes the final calls, uv_cancels queued pool
  *      work, and reports done only when it counts no task live (see
  *      "Close" in task.c); it then sets CLOSED: a cancel from then on
- *      returns UV_ENOENT without touching the tasks.  Until then it signals the async handle again, or waits
- *      for the pool's after_work_cb.
+ *      returns UV_ENOENT without touching the tasks.  Until then it
+ *      signals the async handle again, or waits for the pool's
+ *      after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
  *      handles close.
  *   4. The last of their close callbacks calls the user's close callback,

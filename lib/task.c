@@ -318,6 +318,18 @@ static int recycle(uvtw__task_t* node) {
 }
 
 
+/* Adds `delta` to a counter that only the calling thread writes: a load
+ * and a store, no read-modify-write (readers on other threads see either
+ * value); `order` is the store's. */
+static inline void own_add(_Atomic uint64_t* counter,
+                           uint64_t delta,
+                           memory_order order) {
+  atomic_store_explicit(
+      counter, atomic_load_explicit(counter, memory_order_relaxed) + delta,
+      order);
+}
+
+
 /* ---- producer records --------------------------------------------------- */
 
 /* Zeroed memory on its own cache lines, or NULL.  posix_memalign rather
@@ -343,10 +355,7 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
   b = rec->spare;
   if (b != NULL) {
     rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
-    atomic_store_explicit(
-        &rec->taken_back,
-        atomic_load_explicit(&rec->taken_back, memory_order_relaxed) + 1,
-        memory_order_relaxed);
+    own_add(&rec->taken_back, 1, memory_order_relaxed);
   } else {
     b = line_alloc(sizeof(*b));
     if (b == NULL)
@@ -386,9 +395,7 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
 
 /* The owner marks its record inside a call (odd `calls`). */
 static inline void record_enter(uvtw__producer_t* rec) {
-  atomic_store_explicit(
-      &rec->calls, atomic_load_explicit(&rec->calls, memory_order_relaxed) + 1,
-      memory_order_relaxed);
+  own_add(&rec->calls, 1, memory_order_relaxed);
 }
 
 
@@ -476,10 +483,7 @@ static inline uvtw__producer_t* enter(uvtw_wheel_t* wheel) {
  * with acquire, sees everything the call did). */
 static inline void leave(uvtw_wheel_t* wheel, uvtw__producer_t* rec) {
   if (rec != NULL)
-    atomic_store_explicit(
-        &rec->calls,
-        atomic_load_explicit(&rec->calls, memory_order_relaxed) + 1,
-        memory_order_release);
+    own_add(&rec->calls, 1, memory_order_release);
   else
     atomic_fetch_sub_explicit(&wheel->tasks.calls_shared, 1,
                               memory_order_release);
@@ -669,10 +673,7 @@ static void count_end(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
   if (tasks->max_tasks != 0)
     atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
   if (rec != NULL)
-    atomic_store_explicit(
-        &rec->ended,
-        atomic_load_explicit(&rec->ended, memory_order_relaxed) + 1,
-        memory_order_release);
+    own_add(&rec->ended, 1, memory_order_release);
   else
     atomic_fetch_add_explicit(&tasks->ended_shared, 1, memory_order_release);
 }
@@ -682,10 +683,7 @@ static void count_end(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
 static void end_live(uvtw__tasks_t* tasks) {
   if (tasks->max_tasks != 0)
     atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
-  atomic_store_explicit(
-      &tasks->loop_ended,
-      atomic_load_explicit(&tasks->loop_ended, memory_order_relaxed) + 1,
-      memory_order_release);
+  own_add(&tasks->loop_ended, 1, memory_order_release);
 }
 
 
@@ -727,10 +725,7 @@ static int submit_inside(uvtw_wheel_t* wheel,
   }
 
   /* Counted before its node is published (see "Counting" at the top). */
-  atomic_store_explicit(
-      &rec->submitted,
-      atomic_load_explicit(&rec->submitted, memory_order_relaxed) + 1,
-      memory_order_relaxed);
+  own_add(&rec->submitted, 1, memory_order_relaxed);
 
   node->cb = cb;
   node->arg = arg;
@@ -805,10 +800,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
  * its canceller, in the stats at once (uvtw_stats_t). */
 static void count_retracted(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
   if (rec != NULL)
-    atomic_store_explicit(
-        &rec->retracted,
-        atomic_load_explicit(&rec->retracted, memory_order_relaxed) + 1,
-        memory_order_relaxed);
+    own_add(&rec->retracted, 1, memory_order_relaxed);
   else
     atomic_fetch_add_explicit(&tasks->retracted_shared, 1,
                               memory_order_relaxed);
@@ -965,10 +957,8 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
 /* The task's timer became (delta 1) or stopped being (-1) active in the
  * core.  One writer (the loop thread): a relaxed load and store. */
 static void count_filed(uvtw_wheel_t* wheel, int delta) {
-  atomic_store_explicit(
-      &wheel->tasks.filed,
-      atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed) + delta,
-      memory_order_relaxed);
+  own_add(&wheel->tasks.filed, (uint64_t) (int64_t) delta,
+          memory_order_relaxed);
 }
 
 

@@ -10,9 +10,9 @@
  *             unless a wake-up is pending that the loop has not begun to
  *             serve.
  *   loop:     the async callback empties every record's queue, oldest
- *             first, in batches of DRAIN_BATCH ids that give every record
- *             a share (drain), and files each task's timer in the wheel,
- *             for the deadline "uv_hrtime at submit + delay".
+ *             first, in batches of UVTW__DRAIN_BATCH ids that give every
+ *             record a share (drain), and files each task's timer in the
+ *             wheel, for the deadline "uv_hrtime at submit + delay".
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work, with a request (uvtw__work_t) that it
  *             holds only until after_work, and comes back in after_work.
@@ -196,10 +196,6 @@ static const unsigned legal_moves[] = {
 /* A slot whose task a cancel took back: index 1, generation 0, which no
  * id carries. */
 #define TOMBSTONE ((uint64_t) 1 << UVTW__GEN_BITS)
-
-/* Tasks one async callback takes in before yielding to the rest of the
- * loop; the remainder waits for the next iteration. */
-#define DRAIN_BATCH 4096
 
 /* Thread-local records: the last few (wheel, serial) pairs this thread
  * used, so that a call finds its record without a search. */
@@ -1630,7 +1626,7 @@ void uvtw__tasks_async_cb(uv_async_t* async) {
   }
   /* A flood of submissions cannot starve the loop: after a batch, signal
    * ourselves and let the rest of this iteration run. */
-  if (drain(wheel, DRAIN_BATCH))
+  if (drain(wheel, UVTW__DRAIN_BATCH))
     uv_async_send(async);
 }
 

@@ -78,6 +78,11 @@ static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
  * yet, an id, or TOMBSTONE (task.c). */
 #define UVTW__BLOCK_IDS 510
 
+/* Ids and nodes one async callback takes in before yielding to the rest of
+ * the loop; the remainder waits for the next iteration.  (The tests make
+ * backlogs of more than this.) */
+#define UVTW__DRAIN_BATCH 4096
+
 typedef struct uvtw__block_s uvtw__block_t;
 struct uvtw__block_s {
   _Atomic uint64_t slot[UVTW__BLOCK_IDS];

@@ -9,9 +9,9 @@
  *                    are.  Thread P2 submits X (delay 0) first and stays
  *                    alive; then, before each of 10 loop iterations,
  *                    thread P1 (whose record is newer, so first in the
- *                    wheel's list) queues 5,000 far-off tasks, more than
- *                    one async callback takes in (DRAIN_BATCH).  X must
- *                    have run after the 10 iterations, 2 ms apart.
+ *                    wheel's list) queues 1,000 more far-off tasks than
+ *                    one async callback takes in (UVTW__DRAIN_BATCH).  X
+ *                    must have run after the 10 iterations, 2 ms apart.
  *   thread_churn     records of exited threads are reused: 64 threads,
  *                    one after the other, each submits one task and exits.
  *                    They are made with default attributes, so glibc gives
@@ -56,14 +56,11 @@
 #include "task-harness.h"
 #include "test-cases.h"
 
-/* lib/task.c's DRAIN_BATCH: ids one async callback takes in. */
-#define TASK_DRAIN_BATCH 4096
-
-
 /* ---- starved_record ----------------------------------------------------- */
 
 #define SR_ROUNDS 10
-#define SR_PER_ROUND 5000 /* more than DRAIN_BATCH */
+/* More than one async callback takes in. */
+#define SR_PER_ROUND (UVTW__DRAIN_BATCH + 1000)
 
 static task_t sr_x;
 static uv_sem_t sr_go;

@@ -9,7 +9,7 @@
  *                    loop running, before the poll phase of its last
  *                    iteration, holds the loop until it ends.  Here the
  *                    worker first submits and at once cancels more tasks
- *                    than one async callback takes in (DRAIN_BATCH, 4096),
+ *                    than one async callback takes in (UVTW__DRAIN_BATCH),
  *                    which leaves their queue slots taken back (tombstones),
  *                    then submits one task due now, from a uv_timer_t's
  *                    callback; the callback stops the timer and starts a
@@ -57,7 +57,8 @@
 
 /* ---- drain_batch -------------------------------------------------------- */
 
-#define DB_TAKEN_BACK 5000 /* more than DRAIN_BATCH */
+/* More than one async callback takes in. */
+#define DB_TAKEN_BACK (UVTW__DRAIN_BATCH + 1000)
 
 static uv_timer_t db_hold;
 static uv_check_t db_check;

@@ -246,4 +246,18 @@ static inline void uvtw__core_set_ref(uvtw__core_t* core,
   t->unref_ = !ref;
 }
 
+
+/* libuv's timer order: (deadline, start_id).  Start ids are unique, so
+ * no two timers are equal in it. */
+static inline int uvtw__core_before(const struct uvtw__link* a,
+                                    const struct uvtw__link* b) {
+  const uvtw_timer_t* ta = uvtw__container_of(a, uvtw_timer_t, link_);
+  const uvtw_timer_t* tb = uvtw__container_of(b, uvtw_timer_t, link_);
+
+  if (ta->deadline_ != tb->deadline_)
+    return ta->deadline_ < tb->deadline_;
+  return ta->start_id_ < tb->start_id_;
+}
+
+
 #endif /* UVTW_CORE_INL_H */

@@ -23,7 +23,7 @@
  *                only its deadline; its old slot comes due first and
  *                re-files it then.
  *   notice       a cancelled task's id put in the canceller's queue, so
- *                the loop unfiles its timer promptly (task.c).
+ *                the loop unfiles its timer promptly (task-submit.c).
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
  *                wheel closes. */
 

@@ -6,10 +6,11 @@
  * the wheel is, so a node's address is stable and the chunk table is read
  * without a lock.  Free nodes sit in batches of up to UVTW__BATCH on a
  * Treiber stack whose head carries an ABA tag: a producer takes a whole
- * batch into its own cache (task.c) with one CAS, and gives one back when
- * its cache overflows; the loop thread returns the nodes it ended a batch
- * at a time.  When no batch is free, a producer takes a never-used node by
- * a bump index; only allocating a new chunk takes a mutex.
+ * batch into its own cache (task-record.c) with one CAS, and gives one
+ * back when its cache overflows; the loop thread returns the nodes it
+ * ended a batch at a time.  When no batch is free, a producer takes a
+ * never-used node by a bump index; only allocating a new chunk takes a
+ * mutex.
  *
  * Generations.  An id is (index, generation), and every wheel numbers its
  * nodes from 0, so a generation counted per node would make the first task
@@ -29,7 +30,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "task.h"
+#include "task-pool.h"
 #include "uvtw-assert.h"
 
 

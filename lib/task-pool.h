@@ -9,7 +9,11 @@
 
 #include <uv.h>
 
+#include "atomics.h"
+#include "uvtw.h"
+
 typedef struct uvtw__task_s uvtw__task_t;
+typedef struct uvtw__work_s uvtw__work_t;
 
 /* An id is index << UVTW__GEN_BITS | generation: the node's index in its
  * wheel's pool, and a generation that no other use of that index, in any
@@ -38,8 +42,8 @@ typedef struct uvtw__pool_s {
   /* Stack of free batches: (ABA tag << 32) | (index + 1 of the head node
    * of the top batch). */
   _Atomic uint64_t free_head;
-  char pad_[64]; /* chunks[] is read by every cancel: not on that line */
-  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS]; /* 64-byte aligned */
+  UVTW__PAD(pad_); /* chunks[] is read by every cancel: not on that line */
+  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned, under grow_lock */
   _Atomic uint64_t bump;     /* next never-used node index */
   _Atomic uint64_t capacity; /* nodes in the published chunks */
@@ -49,6 +53,44 @@ typedef struct uvtw__pool_s {
   unsigned nfreed;
   uvtw__task_t* freed[UVTW__BATCH];
 } uvtw__pool_t;
+
+/* A task node: three cache lines, laid out by who writes them, so that a
+ * loop task moves one line between threads on its way in (the first) and
+ * the loop keeps the rest.  192 bytes on LP64. */
+struct uvtw__task_s {
+  /* Line 1: what a submit writes and the loop reads, and the state that
+   * cancels race on.  gen << 16 | flags | state (task-state.h); every contended
+   * transition is one CAS.  A free node's word carries the generation of
+   * its next use. */
+  _Alignas(UVTW__LINE) _Atomic uint64_t state;
+  /* Until the loop takes the task in: the queue slot that holds its id
+   * (a cancel that takes it back marks the slot).  After: the link of a
+   * notice on the wheel's stack, for a cancel made without a record. */
+  union {
+    _Atomic uint64_t* slot;
+    uvtw__task_t* _Atomic queue_next;
+  } q;
+  uvtw_task_cb cb;
+  void* arg;
+  uint64_t deadline_ms; /* uv_hrtime ms at submit + delay, saturated */
+  uint64_t repeat_ms;
+  /* Free batches (task-pool.c): index + 1 of the next node of the batch,
+   * and in a batch's first node, of the next batch's; 0 at the end. */
+  _Atomic uint32_t free_next;
+  _Atomic uint32_t batch_next;
+  uint32_t index;
+
+  /* Line 2, loop thread only: filed in the wheel while the task waits. */
+  uvtw_timer_t timer;
+
+  /* Line 3, loop thread only (gen_end also by the one thread that owns the
+   * node while it is free). */
+  uint64_t gen_end;   /* end of the generations reserved for its index */
+  uvtw__work_t* work; /* while on the threadpool */
+  uint8_t location;   /* wheel, pool, final list or none */
+  uint8_t taken_in;   /* counted in `accepted` once */
+  uint8_t held;       /* counted in the loop's `held` */
+};
 
 int uvtw__pool_init(uvtw__pool_t* pool);
 /* Frees the chunks. */
@@ -66,7 +108,24 @@ static inline unsigned uvtw__pool_chunk_of(uint32_t index, uint64_t* offset) {
 }
 
 
-/* uvtw__pool_node_at, the node with an index, is in task.h. */
+
+/* The node with this index, or NULL if its chunk does not exist (an id
+ * that was never issued).  Any thread. */
+static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
+                                               uint32_t index) {
+  uvtw__task_t* chunk;
+  uint64_t offset;
+  unsigned c;
+
+  c = uvtw__pool_chunk_of(index, &offset);
+  if (c >= UVTW__CHUNKS)
+    return NULL;
+  chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
+  if (chunk == NULL)
+    return NULL;
+  return &chunk[offset];
+}
+
 
 /* Up to `want` (1..UVTW__BATCH) never-used nodes (zeroed) into out[],
  * with the first generation of each one's index in gens[]; returns how

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the producer queues and the state machine that
- * makes cancel exact.  See task.c for the protocol; the nodes come from
- * task-pool.c. */
+ * makes cancel exact: the loop's side (task.c) and what the other task
+ * files share. */
 
 #ifndef UVTW_TASK_H
 #define UVTW_TASK_H
@@ -9,131 +9,21 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "atomics.h"
 #include "list.h"
 #include "task-pool.h"
 #include "uvtw.h"
 
-typedef struct uvtw__task_s uvtw__task_t;
-typedef struct uvtw__work_s uvtw__work_t;
-
-/* A task node: three cache lines, laid out by who writes them, so that a
- * loop task moves one line between threads on its way in (the first) and
- * the loop keeps the rest.  192 bytes on LP64. */
-struct uvtw__task_s {
-  /* Line 1: what a submit writes and the loop reads, and the state that
-   * cancels race on.  gen << 16 | flags | state (task.c); every contended
-   * transition is one CAS.  A free node's word carries the generation of
-   * its next use. */
-  _Alignas(64) _Atomic uint64_t state;
-  /* Until the loop takes the task in: the queue slot that holds its id
-   * (a cancel that takes it back marks the slot).  After: the link of a
-   * notice on the wheel's stack, for a cancel made without a record. */
-  union {
-    _Atomic uint64_t* slot;
-    uvtw__task_t* _Atomic queue_next;
-  } q;
-  uvtw_task_cb cb;
-  void* arg;
-  uint64_t deadline_ms; /* uv_hrtime ms at submit + delay, saturated */
-  uint64_t repeat_ms;
-  /* Free batches (task-pool.c): index + 1 of the next node of the batch,
-   * and in a batch's first node, of the next batch's; 0 at the end. */
-  _Atomic uint32_t free_next;
-  _Atomic uint32_t batch_next;
-  uint32_t index;
-
-  /* Line 2, loop thread only: filed in the wheel while the task waits. */
-  uvtw_timer_t timer;
-
-  /* Line 3, loop thread only (gen_end also by the one thread that owns the
-   * node while it is free). */
-  uint64_t gen_end;   /* end of the generations reserved for its index */
-  uvtw__work_t* work; /* while on the threadpool */
-  uint8_t location;   /* wheel, pool, final list or none */
-  uint8_t taken_in;   /* counted in `accepted` once */
-  uint8_t held;       /* counted in the loop's `held` */
-};
-
-/* The node with this index, or NULL if its chunk does not exist (an id
- * that was never issued).  Any thread. */
-static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
-                                               uint32_t index) {
-  uvtw__task_t* chunk;
-  uint64_t offset;
-  unsigned c;
-
-  c = uvtw__pool_chunk_of(index, &offset);
-  if (c >= UVTW__CHUNKS)
-    return NULL;
-  chunk = atomic_load_explicit(&pool->chunks[c], memory_order_acquire);
-  if (chunk == NULL)
-    return NULL;
-  return &chunk[offset];
-}
-
-
-/* A producer's queue is a chain of blocks of ids, each one page: only the
- * producer writes ids, only the loop reads them (8 per cache line), and a
- * consumed block goes back to its producer.  Slot values: 0 not written
- * yet, an id, or TOMBSTONE (task.c). */
-#define UVTW__BLOCK_IDS 510
+typedef struct uvtw__producer_s uvtw__producer_t;
 
 /* Ids and nodes one async callback takes in before yielding to the rest of
  * the loop; the remainder waits for the next iteration.  (The tests make
  * backlogs of more than this.) */
 #define UVTW__DRAIN_BATCH 4096
 
-typedef struct uvtw__block_s uvtw__block_t;
-struct uvtw__block_s {
-  _Atomic uint64_t slot[UVTW__BLOCK_IDS];
-  /* The next block of the queue, of the returned stack, or of the spare
-   * list: each block is in exactly one of the three. */
-  uvtw__block_t* _Atomic next;
-};
-
-/* One per (thread, wheel): created on the thread's first submit or cancel
- * on the wheel, owned by the wheel (freed with it, so a thread may exit at
- * any time; a later thread whose thread-local block lands at the same
- * address adopts it).  Its thread submits through it without writing any
- * line that another thread writes: a cache of free nodes, and a queue of
- * ids that only this thread fills and only the loop empties. */
-#define UVTW__CACHE 64 /* free nodes; at least 2 * UVTW__BATCH */
-
-typedef struct uvtw__producer_s uvtw__producer_t;
-struct uvtw__producer_s {
-  /* Written once, before the record is published. */
-  uvtw__producer_t* next; /* in the wheel's list, never removed */
-  /* The owning thread's token (task.c); a new thread may adopt it. */
-  _Atomic(const char*) owner;
-
-  /* The owner's: the loop reads the counters only for stats and close. */
-  _Alignas(64) _Atomic uint64_t submitted; /* tasks accepted by submit */
-  /* Odd while the owner is inside uvtw_submit or uvtw_cancel on the wheel
-   * (+1 on entry, +1 on leaving, release): close waits for it (task.c,
-   * "Close"). */
-  _Atomic uint64_t calls;
-  _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
-  _Atomic uint64_t retracted; /* of those, before the loop took them in */
-  uvtw__block_t* wblock;      /* the block being filled */
-  unsigned widx;              /* its next slot */
-  unsigned ncache;
-  uvtw__block_t* spare;       /* consumed blocks, ready for reuse */
-  /* Blocks taken from `spare` (the loop's handed_back minus this is about
-   * how many wait there or in `returned`). */
-  _Atomic uint64_t taken_back;
-
-  /* The loop's. */
-  _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
-  uvtw__block_t* rblock; /* the block being read */
-  unsigned ridx;         /* its next slot */
-  _Atomic uint64_t handed_back; /* blocks pushed on `returned` */
-  /* Blocks allocated and not freed: the owner adds, the loop subtracts. */
-  _Atomic uint64_t nblocks;
-  /* Close: the `calls` value it waits to see change (0: not read yet). */
-  uint64_t close_seen;
-
-  _Alignas(64) uvtw__task_t* cache[UVTW__CACHE]; /* owner only */
-};
+/* The close word's flags. */
+#define CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
+#define CLOSED ((uint64_t) 2)  /* close is done with the tasks */
 
 /* The threadpool request of a pool task, only while it is queued or runs:
  * loop tasks never carry one.  Recycled by the loop thread. */
@@ -147,9 +37,6 @@ struct uvtw__work_s {
   uint8_t uv_cancel_asked; /* at close */
 };
 
-/* The wheel is malloc()ed, so lines are kept apart by padding rather than
- * by alignment: fields more than 64 bytes apart never share a line. */
-#define UVTW__PAD(name) char name[64]
 
 typedef struct uvtw__tasks_s {
   /* Read by every call; written only at creation, close, and when a
@@ -164,13 +51,13 @@ typedef struct uvtw__tasks_s {
   /* Producer records, newest first. */
   uvtw__producer_t* _Atomic producers;
   /* The thread that created the wheel, which is its loop thread: the
-   * address of that thread's token (task.c).  Set before the wheel is
+   * address of that thread's token (uvtw__tls_t).  Set before the wheel is
    * shared, never written again. */
   const char* loop_thread;
   UVTW__PAD(pad0_);
 
   /* A producer has sent the wake-up that the async callback has not yet
-   * begun to serve (task.c, wake_loop): written once per wake-up. */
+   * begun to serve (wake_loop, task-record.h): written once per wake-up. */
   _Atomic int wake_pending;
   UVTW__PAD(pad1_);
 
@@ -210,9 +97,14 @@ typedef struct uvtw__tasks_s {
   uint64_t closed;
   uint64_t high_water;
   uint64_t async_wakeups;
+  void (*pool_returned)(uvtw_wheel_t* wheel); /* see uvtw__tasks_init */
 } uvtw__tasks_t;
 
-int uvtw__tasks_init(uvtw_wheel_t* wheel, size_t max_tasks);
+/* `pool_returned` is called on the loop thread, while the wheel closes,
+ * each time a threadpool run has come back (close waits for them). */
+int uvtw__tasks_init(uvtw_wheel_t* wheel,
+                     size_t max_tasks,
+                     void (*pool_returned)(uvtw_wheel_t* wheel));
 /* Frees the pool and the producer records. */
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Loop thread: the task counters of uvtw_stats_t (accepted, run,
@@ -224,9 +116,28 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
  * last call on the free stack, with one CAS, and makes the tasks the loop
  * holds keep it alive (or stop, once none is left). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
-/* The uv_async_t callback: drains the producers' queues in bounded
- * batches. */
-void uvtw__tasks_async_cb(uv_async_t* async);
+/* Loop thread: takes in about `budget` ids and notices, each record's
+ * oldest first; non-zero if work remains. */
+int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget);
+/* The async callback's first step: the wake-up flag is cleared before
+ * the drain loads the queues (the loop's side of the pair in wake_loop,
+ * task-record.h). */
+void uvtw__tasks_woken(uvtw_wheel_t* wheel);
+/* Loop thread: a live task ended. */
+static inline void uvtw__tasks_end_live(uvtw__tasks_t* tasks) {
+  if (tasks->max_tasks != 0)
+    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
+  uvtw__own_add(&tasks->loop_ended, 1, memory_order_release);
+}
+/* Loop thread: takes the task's timer out of the wheel, if it is there. */
+void uvtw__tasks_unfile(uvtw_wheel_t* wheel, uvtw__task_t* node);
+/* Loop thread: frees an ended node once nothing refers to it any more. */
+void uvtw__tasks_release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node);
+/* Loop thread: moves a waiting task (state `from`) to CLOSED and queues its
+ * final call; 0 if a cancel won the race instead. */
+int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
+                                 uvtw__task_t* node,
+                                 unsigned from);
 /* The callback of every task's timer: runs the task on the loop or hands
  * it to the threadpool. */
 void uvtw__task_fire(uvtw_timer_t* timer);

@@ -3,7 +3,7 @@
  * walk, stats and pending.  The driver uv_timer_t that runs the core is in
  * driver.c.
  *
- * Close is owned here (wheel->closing); task.c does the task steps.  In
+ * Close is owned here (wheel->closing); task-close.c does the task steps.  In
  * this order:
  *   1. uvtw_wheel_close (loop thread): OPEN -> CLOSING_TASKS.
  *      uvtw__tasks_close_begin refuses submits from now on (UV_ECANCELED),
@@ -16,7 +16,7 @@
  *      (uvtw__wheel_close_continue): uvtw__tasks_close_step drains the
  *      producers' queues, makes the final calls, uv_cancels queued pool
  *      work, and reports done only when it counts no task live (see
- *      "Close" in task.c); it then sets CLOSED: a cancel from then on
+ *      task-close.c); it then sets CLOSED: a cancel from then on
  *      returns UV_ENOENT without touching the tasks.  Until then it
  *      signals the async handle again, or waits for the pool's
  *      after_work_cb.
@@ -39,6 +39,24 @@ void uvtw_options_init(uvtw_options_t* opts) {
 
 uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel) {
   return wheel->loop;
+}
+
+
+/* The cross-thread wake-up: takes in what other threads published, or
+ * takes close a step further. */
+static void async_cb(uv_async_t* async) {
+  uvtw_wheel_t* wheel;
+
+  wheel = async->data;
+  uvtw__tasks_woken(wheel);
+  if (wheel->closing) {
+    uvtw__wheel_close_continue(wheel);
+    return;
+  }
+  /* A flood of submissions cannot starve the loop: after a batch, signal
+   * ourselves and let the rest of this iteration run. */
+  if (uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH))
+    uv_async_send(async);
 }
 
 
@@ -75,7 +93,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->driver_wakeups = 0;
   wheel->timers_fired = 0;
 
-  err = uvtw__tasks_init(wheel, opts->max_tasks);
+  err = uvtw__tasks_init(wheel, opts->max_tasks, uvtw__wheel_close_continue);
   if (err != 0) {
     free(wheel);
     return err;
@@ -83,7 +101,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */
-  err = uv_async_init(loop, &wheel->async, uvtw__tasks_async_cb);
+  err = uv_async_init(loop, &wheel->async, async_cb);
   if (err != 0) {
     uvtw__tasks_destroy(wheel);
     free(wheel);

@@ -52,7 +52,7 @@
 
 #include <pthread.h>
 
-#include "internal.h"
+#include "task-record.h"
 #include "task-harness.h"
 #include "test-cases.h"
 

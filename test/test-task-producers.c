@@ -36,7 +36,7 @@
  *                    or UV_ENOENT that it ran exactly once; nothing lost,
  *                    pending 0, stats agree (ASan, TSan). */
 
-#include "internal.h"
+#include "task-record.h"
 #include "task-harness.h"
 #include "test-cases.h"
 

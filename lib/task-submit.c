@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/* uvtw_submit and uvtw_cancel: any thread.  A submit takes a free node from
+ * the thread's record, fills it and publishes its id in the record's
+ * queue; a cancel moves the task's state word, and takes back a task the
+ * loop has not taken in, or tells the loop through its queue that a filed
+ * task ended (a notice).  Both run inside the wheel (enter, leave: see
+ * task-close.c for why close waits for them). */
+
+#include "task-record.h"
+
+
+/* uvtw_submit inside the wheel (enter): the task's node from the record's
+ * cache, filled, and its id published in the record's queue. */
+static int submit_inside(uvtw_wheel_t* wheel,
+                         uvtw__producer_t* rec,
+                         uint64_t deadline_ms,
+                         uint64_t repeat_ms,
+                         unsigned flags,
+                         uvtw_task_cb cb,
+                         void* arg,
+                         uvtw_id_t* id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t word;
+  uint64_t gen;
+  uint64_t n;
+
+  tasks = &wheel->tasks;
+  if (rec == NULL || uvtw__record_queue_room(rec) != 0)
+    return UV_ENOMEM;
+  if (tasks->max_tasks != 0) {
+    n = atomic_load_explicit(&tasks->reserved, memory_order_relaxed);
+    do
+      if (n >= tasks->max_tasks)
+        return UV_ENOSPC;
+    while (!atomic_compare_exchange_weak_explicit(
+        &tasks->reserved, &n, n + 1, memory_order_relaxed,
+        memory_order_relaxed));
+  }
+  node = uvtw__record_cache_get(tasks, rec);
+  if (node == NULL) {
+    if (tasks->max_tasks != 0)
+      atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
+    return UV_ENOMEM;
+  }
+
+  /* Counted before its node is published (see "Counting" at the top). */
+  uvtw__own_add(&rec->submitted, 1, memory_order_relaxed);
+
+  node->cb = cb;
+  node->arg = arg;
+  node->repeat_ms = repeat_ms;
+  node->deadline_ms = deadline_ms;
+  word = atomic_load_explicit(&node->state, memory_order_relaxed);
+  UVTW__ASSERT(STATE(word) == T_FREE);
+  gen = GEN(word);
+  UVTW__ASSERT(gen != 0 && gen < node->gen_end);
+  word = gen << GEN_SHIFT | (flags & UVTW_THREADPOOL ? POOL : 0) | T_PENDING;
+  if (tasks->loop_thread == &uvtw__tls.token) {
+    /* Held from now on; the loop frees it, even if a cancel wins first. */
+    word |= LOOP_HELD;
+    node->held = 1;
+    tasks->held++;
+    if (!tasks->holds_loop) {
+      tasks->holds_loop = 1;
+      uv_ref((uv_handle_t*) &wheel->async);
+    }
+  }
+  if (id != NULL)
+    *id = id_of(node, gen);
+  /* Published to the loop by the release store in queue_put. */
+  atomic_store_explicit(&node->state, word | IN_RING, memory_order_relaxed);
+  node->q.slot = &rec->wblock->slot[rec->widx];
+  queue_put(rec, id_of(node, gen));
+  publish_fence();
+  wake_loop(wheel);
+  return 0;
+}
+
+
+int uvtw_submit(uvtw_wheel_t* wheel,
+                uint64_t delay_ms,
+                uint64_t repeat_ms,
+                unsigned flags,
+                uvtw_task_cb cb,
+                void* arg,
+                uvtw_id_t* id) {
+  uvtw__producer_t* rec;
+  uint64_t start_ms;
+  uint64_t deadline_ms;
+  int err;
+
+  if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
+    return UV_EINVAL;
+  /* The delay counts from here, by uv_hrtime().  uv_now() reads the same
+   * monotonic clock (or its coarse variant, which never runs ahead), so a
+   * deadline in these milliseconds is never early on the loop's clock. */
+  start_ms = uv_hrtime() / 1000000;
+  deadline_ms = start_ms + delay_ms < start_ms ? UINT64_MAX
+                                               : start_ms + delay_ms;
+  if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
+      CLOSING)
+    return UV_ECANCELED;
+  rec = enter(wheel);
+  /* After enter's fence: either this sees CLOSING, or close sees this call
+   * inside and waits until it has left, its task published (see "Close"
+   * at the top).  So a task is never published once close may finish. */
+  if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
+      CLOSING)
+    err = UV_ECANCELED;
+  else
+    err = submit_inside(wheel, rec, deadline_ms, repeat_ms, flags, cb, arg,
+                        id);
+  leave(wheel, rec);
+  return err;
+}
+
+
+/* A task cancelled before the loop took it in, for the stats: counted by
+ * its canceller, in the stats at once (uvtw_stats_t). */
+static void count_retracted(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+  if (rec != NULL)
+    uvtw__own_add(&rec->retracted, 1, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(&tasks->retracted_shared, 1,
+                              memory_order_relaxed);
+}
+
+
+/* The canceller won against a task the loop has not taken in: the node is
+ * its own.  The task's slot is marked, so that the loop reads no node for
+ * it; by a CAS, since the slot may be another thread's, and reused by now
+ * (ids are never reused, so a reused slot never matches). */
+static void retract(uvtw__tasks_t* tasks,
+                    uvtw__producer_t* rec,
+                    uvtw__task_t* node,
+                    uvtw_id_t id) {
+  _Atomic uint64_t* slot;
+
+  slot = node->q.slot;
+  /* Only in the block this thread is filling, which nobody else writes and
+   * the loop has not moved past (so it is neither handed back nor freed).
+   * A slot in an older block may be freed by now
+   * (uvtw__record_block_return): the id stays there, and the loop, finding
+   * IN_RING gone or a newer generation, skips it. */
+  if (rec != NULL && slot >= rec->wblock->slot &&
+      slot < rec->wblock->slot + rec->widx &&
+      atomic_load_explicit(slot, memory_order_relaxed) == id)
+    atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
+  count_retracted(tasks, rec);
+  if (rec == NULL) {
+    if (recycle(node))
+      uvtw__pool_give_batch(&tasks->pool, &node, 1);
+    return;
+  }
+  if (recycle(node))
+    uvtw__record_cache_put(tasks, rec, node);
+}
+
+
+static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(top, memory_order_relaxed);
+  do
+    atomic_store_explicit(&node->q.queue_next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(top, &head, node,
+                                                memory_order_release,
+                                                memory_order_relaxed));
+}
+
+
+static int cancel_node(uvtw_wheel_t* wheel,
+                       uvtw__producer_t* rec,
+                       uvtw__task_t* node,
+                       uvtw_id_t id,
+                       int* ended) {
+  uint64_t word;
+  uint64_t next;
+  uint64_t gen;
+  int ring;
+
+  gen = id & UVTW__GEN_MASK;
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (GEN(word) != gen)
+      return UV_ENOENT;
+    if (STATE(word) == T_PENDING || STATE(word) == T_QUEUED) {
+      /* Waiting: cancelled.  Who frees the node depends on where it is. */
+      ring = 0;
+      next = WITH_STATE(word, T_CANCELLED);
+      if ((word & IN_RING) &&
+          (!(word & LOOP_HELD) ||
+           wheel->tasks.loop_thread == &uvtw__tls.token))
+        next &= ~IN_RING; /* taken back: ours (on the loop thread, also a
+                           * task the loop holds, which it then lets go) */
+      else if (word & IN_RING)
+        next |= COUNTED; /* the loop will find it, and free it */
+      else if (word & IN_STACK)
+        ; /* the loop will find it */
+      else if (rec != NULL && uvtw__record_queue_room(rec) == 0)
+        next |= NOTICE, ring = 1;
+      else
+        next |= IN_STACK; /* no record: the wheel's stack */
+      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        continue;
+      *ended = 1;
+      if ((word & IN_RING) && !(next & IN_RING)) {
+        if (word & LOOP_HELD) {
+          /* The loop thread: no drain runs now, and `held` is its own. */
+          UVTW__ASSERT(node->held);
+          node->held = 0;
+          wheel->tasks.held--;
+        }
+        retract(&wheel->tasks, rec, node, id);
+      } else if (next & COUNTED) {
+        count_retracted(&wheel->tasks, rec);
+      } else if (ring) {
+        queue_put(rec, id);
+        publish_fence();
+        wake_loop(wheel);
+      } else if ((next & IN_STACK) && !(word & IN_STACK)) {
+        stack_push(&wheel->tasks.queue, node);
+        publish_fence();
+        wake_loop(wheel);
+      }
+      return 0;
+    }
+    if (STATE(word) != T_RUNNING)
+      return UV_ENOENT;
+    if (node == uvtw__tls.current_task) {
+      /* A one-shot's run is its end; a repeating task stops here. */
+      if (node->repeat_ms == 0)
+        return UV_ENOENT;
+      if (move(node, S(T_RUNNING), T_CANCELLED, 0, gen, &word)) {
+        *ended = 1;
+        return 0;
+      }
+    } else if (move(node, S(T_RUNNING), T_STOPPING, 0, gen, &word)) {
+      return UV_EBUSY;
+    }
+    /* The run ended in between: look again. */
+    word = atomic_load_explicit(&node->state, memory_order_acquire);
+  }
+}
+
+
+int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  uvtw__producer_t* rec;
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  int ended;
+  int err;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  if ((id & UVTW__GEN_MASK) == 0)
+    return UV_ENOENT;
+  tasks = &wheel->tasks;
+  /* Once close is done with the tasks nothing is left to cancel. */
+  if (atomic_load_explicit(&tasks->close_word, memory_order_relaxed) & CLOSED)
+    return UV_ENOENT;
+  /* Without a record (out of memory, or a first call during close), the
+   * shared paths. */
+  rec = enter(wheel);
+  /* After enter's fence: either this sees CLOSED, or close sees this call
+   * inside and waits until it has left. */
+  err = UV_ENOENT;
+  if (!(atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
+        CLOSED)) {
+    node = uvtw__pool_node_at(&tasks->pool,
+                              (uint32_t) (id >> UVTW__GEN_BITS));
+    if (node != NULL) {
+      ended = 0;
+      err = cancel_node(wheel, rec, node, id, &ended);
+      if (ended)
+        count_end(tasks, rec);
+    }
+  }
+  leave(wheel, rec);
+  return err;
+}

@@ -14,9 +14,9 @@
  * libuv that runs (driver.h). */
 
 #include "driver.h"
+#include "uvtw-assert.h"
 
 
-static void driver_cb(uv_timer_t* driver);
 static void rearm_cb(uv_prepare_t* prepare);
 
 
@@ -27,28 +27,28 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   due_ms = uvtw__core_ms_of(&wheel->core, tick);
   now = uvtw__loop_now(wheel->loop);
   /* Cannot fail: the driver is initialised and cb is not NULL. */
-  uv_timer_start(&wheel->driver, driver_cb, due_ms > now ? due_ms - now : 0,
+  uv_timer_start(&wheel->driver.timer, wheel->driver.pass_cb, due_ms > now ? due_ms - now : 0,
                  0);
-  wheel->armed_tick = tick;
-  wheel->defer_from_id = UVTW__NO_DEFER; /* libuv no longer holds the driver */
+  wheel->driver.armed_tick = tick;
+  wheel->driver.defer_from_id = UVTW__NO_DEFER; /* libuv no longer holds the driver */
 }
 
 
 void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
-  if (wheel->armed_tick != UVTW__DRIVER_DISARMED) {
-    uv_timer_stop(&wheel->driver);
-    wheel->armed_tick = UVTW__DRIVER_DISARMED;
-    wheel->defer_from_id = UVTW__NO_DEFER;
+  if (wheel->driver.armed_tick != UVTW__DRIVER_DISARMED) {
+    uv_timer_stop(&wheel->driver.timer);
+    wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
+    wheel->driver.defer_from_id = UVTW__NO_DEFER;
   }
 }
 
 
 /* Arms the driver for tick `next` (UVTW__NO_TICK: stops it). */
 static void arm_for(uvtw_wheel_t* wheel, uint64_t next, int crowded) {
-  wheel->armed_crowded = crowded;
+  wheel->driver.armed_crowded = crowded;
   if (next == UVTW__NO_TICK)
     uvtw__driver_disarm(wheel);
-  else if (next != wheel->armed_tick)
+  else if (next != wheel->driver.armed_tick)
     arm(wheel, next);
   uvtw__driver_sync_ref(wheel);
 }
@@ -72,43 +72,44 @@ static void rearm_cb(uv_prepare_t* prepare) {
 }
 
 
-static void driver_cb(uv_timer_t* driver) {
-  uvtw_wheel_t* wheel;
-  uvtw_timer_t* timer;
+void uvtw__driver_pass_end(uvtw_wheel_t* wheel) {
   uint64_t next;
   int crowded;
 
-  wheel = driver->data;
-  /* A one-shot uv_timer_t: inactive now that it runs its callback. */
-  wheel->armed_tick = UVTW__DRIVER_DISARMED;
-  wheel->driver_wakeups++;
-  uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
-  if (wheel->defer_from_id != UVTW__NO_DEFER) {
-    /* Started in this timers phase, before this callback: the next phase. */
-    uvtw__core_defer(&wheel->core, wheel->defer_from_id);
-    wheel->defer_from_id = UVTW__NO_DEFER;
-  }
-  wheel->in_pass = 1;
-  while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core,
-                                     uvtw__loop_now(wheel->loop)))) {
-    wheel->timers_fired += !uvtw__task_owns(timer);
-    timer->cb_(timer);
-  }
-  wheel->in_pass = 0;
-  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
-  uvtw__core_validate(&wheel->core);
-  if (wheel->closing)
-    return;
   next = uvtw__core_tighten(&wheel->core, &crowded);
-  if (!wheel->rearm_in_cb && next <= wheel->core.now_tick) {
+  if (!wheel->driver.rearm_in_cb && next <= wheel->core.now_tick) {
     /* Work is due already, and this libuv would run a driver re-armed with
      * 0 again in this same pass: the prepare handle arms it for the next
      * iteration, and holds the loop until then if the work is referenced. */
-    uv_prepare_start(&wheel->rearm, rearm_cb);
+    uv_prepare_start(&wheel->driver.rearm, rearm_cb);
     uvtw__driver_sync_ref(wheel);
   } else {
     /* From libuv 1.48 on, a re-arm with 0 runs in the next timers phase. */
     arm_for(wheel, next, crowded);
   }
+}
+
+
+void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb) {
+  uvtw__driver_t* driver;
+  int err;
+
+  driver = &wheel->driver;
+  driver->armed_tick = UVTW__DRIVER_DISARMED;
+  driver->armed_crowded = 0;
+  driver->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
+  driver->defer_from_id = UVTW__NO_DEFER;
+  driver->in_pass = 0;
+  driver->wakeups = 0;
+  driver->pass_cb = pass_cb;
+  /* Neither can fail on unix. */
+  err = uv_timer_init(wheel->loop, &driver->timer);
+  UVTW__ASSERT(err == 0);
+  err = uv_prepare_init(wheel->loop, &driver->rearm);
+  UVTW__ASSERT(err == 0);
+  driver->timer.data = wheel;
+  driver->rearm.data = wheel;
+  uv_unref((uv_handle_t*) &driver->timer); /* referenced only while needed */
+  uv_unref((uv_handle_t*) &driver->rearm);
+  driver->ref = 0;
 }

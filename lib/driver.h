@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The driver's rule: when the one uv_timer_t of a wheel is re-armed, and
  * when it is referenced.  Inline, because every timer start and stop asks
- * it.  driver.c holds the driver's callback. */
+ * it.  driver.c arms it; the pass it runs is wheel.c's. */
 
 #ifndef UVTW_DRIVER_H
 #define UVTW_DRIVER_H
@@ -36,6 +36,29 @@ static inline int uvtw__driver_can_rearm_in_cb(void) {
   return uv_version() >= UVTW__LIBUV_COLLECTS_DUE_TIMERS;
 }
 
+/* Loop thread, in uvtw_wheel_new: the driver's handles (unreferenced) and
+ * state; `pass_cb` is the pass the driver's timer runs. */
+void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb);
+
+/* The start of a pass, in the driver's callback: the one-shot uv_timer_t
+ * is inactive now; the core collects what is due, less the starts held
+ * for the next pass (uvtw__driver_due_start). */
+static inline void uvtw__driver_pass_begin(uvtw_wheel_t* wheel) {
+  wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
+  wheel->driver.wakeups++;
+  uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
+  if (wheel->driver.defer_from_id != UVTW__NO_DEFER) {
+    /* Started in this timers phase, before this callback: the next phase. */
+    uvtw__core_defer(&wheel->core, wheel->driver.defer_from_id);
+    wheel->driver.defer_from_id = UVTW__NO_DEFER;
+  }
+  wheel->driver.in_pass = 1;
+}
+
+/* The end of a pass that left the wheel open: re-arms the driver for what
+ * is left. */
+void uvtw__driver_pass_end(uvtw_wheel_t* wheel);
+
 /* Arms the driver for the core's next wake-up (loop thread, outside a pass),
  * and brings its ref state up to date. */
 void uvtw__driver_update(uvtw_wheel_t* wheel);
@@ -45,7 +68,7 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel);
 
 /* After the core's next wake-up may have moved earlier, to tick e. */
 static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
-  if (e < wheel->armed_tick && !wheel->in_pass)
+  if (e < wheel->driver.armed_tick && !wheel->driver.in_pass)
     uvtw__driver_update(wheel);
 }
 
@@ -58,10 +81,10 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
  * for the next one.  (Before 1.48 the driver is never seen in that state.)
  * Loop thread. */
 static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
-  if (wheel->defer_from_id == UVTW__NO_DEFER &&
-      wheel->armed_tick != UVTW__DRIVER_DISARMED && !wheel->in_pass &&
-      !uv_is_active((const uv_handle_t*) &wheel->driver))
-    wheel->defer_from_id = wheel->core.next_start_id;
+  if (wheel->driver.defer_from_id == UVTW__NO_DEFER &&
+      wheel->driver.armed_tick != UVTW__DRIVER_DISARMED && !wheel->driver.in_pass &&
+      !uv_is_active((const uv_handle_t*) &wheel->driver.timer))
+    wheel->driver.defer_from_id = wheel->core.next_start_id;
 }
 
 /* Non-zero if the driver is armed for this active timer's expiry tick, so
@@ -69,10 +92,10 @@ static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
  * inside a pass: the end of the pass re-arms anyway. */
 static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
                                          const uvtw_timer_t* timer) {
-  return timer->link_.next != NULL && !wheel->in_pass &&
-         wheel->armed_tick != UVTW__DRIVER_DISARMED &&
+  return timer->link_.next != NULL && !wheel->driver.in_pass &&
+         wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
          uvtw__core_tick_of(&wheel->core, timer->deadline_) ==
-             wheel->armed_tick;
+             wheel->driver.armed_tick;
 }
 
 /* Brings the driver's ref state up to date: referenced iff an active
@@ -83,15 +106,15 @@ static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
   int want;
 
   want = wheel->core.active_ref != 0;
-  if (want == wheel->driver_ref)
+  if (want == wheel->driver.ref)
     return;
-  wheel->driver_ref = want;
+  wheel->driver.ref = want;
   if (want) {
-    uv_ref((uv_handle_t*) &wheel->driver);
-    uv_ref((uv_handle_t*) &wheel->rearm);
+    uv_ref((uv_handle_t*) &wheel->driver.timer);
+    uv_ref((uv_handle_t*) &wheel->driver.rearm);
   } else {
-    uv_unref((uv_handle_t*) &wheel->driver);
-    uv_unref((uv_handle_t*) &wheel->rearm);
+    uv_unref((uv_handle_t*) &wheel->driver.timer);
+    uv_unref((uv_handle_t*) &wheel->driver.rearm);
   }
 }
 

@@ -49,17 +49,15 @@ typedef enum {
 /* defer_from_id when no start is held for the next pass: above every id. */
 #define UVTW__NO_DEFER UINT64_MAX
 
-struct uvtw_wheel_s {
-  uvtw__core_t core;
-  uv_loop_t* loop;
-  /* The driver is armed for the core's next wake-up, or stopped when the
-   * wheel is empty; never on a fixed tick. */
-  uv_timer_t driver;
+/* The driver (driver.c): the one uv_timer_t of a wheel, armed for the
+ * core's next wake-up or stopped when the wheel is empty, never on a fixed
+ * tick; and when it is referenced.  Loop thread only. */
+typedef struct {
+  uv_timer_t timer;
   /* Re-arms the driver outside its own callback, on libuv before 1.48
    * only (see driver.h).  Started only while such a re-arm is pending; its
    * ref state follows the driver's, so it holds the loop meanwhile. */
   uv_prepare_t rearm;
-  uv_async_t async; /* cross-thread wake-up; always unreferenced */
   /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped. */
   uint64_t armed_tick;
   /* The armed tick is the bound of a slot too crowded to tighten
@@ -68,23 +66,26 @@ struct uvtw_wheel_s {
    * when a timer leaves a slot by the timer API (stop, re-file), since the
    * slot may have shrunk; set again by the next tighten. */
   int armed_crowded;
-  int driver_ref;      /* uv_ref state of the driver (and of rearm) */
-  int rearm_in_cb;     /* the driver may re-arm itself with 0 (driver.h) */
+  int ref;         /* uv_ref state of the timer (and of rearm) */
+  int rearm_in_cb; /* the driver may re-arm itself with 0 (driver.h) */
   /* The first start_id that the next pass leaves for the pass after it
    * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
   uint64_t defer_from_id;
-  int in_pass;         /* inside the driver callback */
+  int in_pass; /* inside the pass (the timer's callback) */
+  uint64_t wakeups;
+  uv_timer_cb pass_cb; /* the pass, wheel.c */
+} uvtw__driver_t;
+
+struct uvtw_wheel_s {
+  uvtw__core_t core;
+  uv_loop_t* loop;
+  uvtw__driver_t driver;
+  uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
-  uint64_t driver_wakeups;
   uint64_t timers_fired; /* timer callbacks run (a task counts in tasks.run) */
   uvtw__tasks_t tasks;
 };
-
-/* Loop thread, while closing: takes close as far as it can go now (step 2
- * of the list in wheel.c).  Called on every async callback and whenever a
- * threadpool run comes back. */
-void uvtw__wheel_close_continue(uvtw_wheel_t* wheel);
 
 #endif /* UVTW_INTERNAL_H */

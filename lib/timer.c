@@ -26,7 +26,7 @@ static inline void catch_up(uvtw_wheel_t* wheel, uint64_t now) {
   uvtw__core_t* core;
 
   core = &wheel->core;
-  if (now - core->collected_ms >= core->tick_ms && !wheel->in_pass)
+  if (now - core->collected_ms >= core->tick_ms && !wheel->driver.in_pass)
     uvtw__core_catch_up(core, now);
 }
 
@@ -61,7 +61,7 @@ waits_with_neighbour(const uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
   other = uvtw__core_neighbour(&wheel->core, timer);
   return other != NULL &&
          uvtw__core_tick_of(&wheel->core, other->deadline_) ==
-             wheel->armed_tick;
+             wheel->driver.armed_tick;
 }
 
 
@@ -94,7 +94,7 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
    * for, it may hold few enough timers to tighten now, and a lazy re-arm
    * at the armed tick must not leave the wake-up early.  Forget the flag;
    * the next re-arm of the driver (tighten) sets it again if it holds. */
-  wheel->armed_crowded = 0;
+  wheel->driver.armed_crowded = 0;
   if (waited_for) {
     uvtw__driver_update(wheel);
   } else {
@@ -151,10 +151,10 @@ int uvtw_timer_start(uvtw_timer_t* timer,
    * (lazy) is the same either way. */
   if (deadline >= timer->deadline_ &&
       timer->deadline_ > wheel->core.collected_ms &&
-      (wheel->armed_crowded ||
+      (wheel->driver.armed_crowded ||
        uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
-           wheel->armed_tick ||
-       wheel->in_pass)) {
+           wheel->driver.armed_tick ||
+       wheel->driver.in_pass)) {
     timer->start_id_ = wheel->core.next_start_id++;
     timer->deadline_ = deadline;
     return 0;
@@ -173,7 +173,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   waited_for = uvtw__driver_waits_for(wheel, timer);
   uvtw__core_stop(&wheel->core, timer);
   /* The slot it left may no longer be crowded (see restart_filed). */
-  wheel->armed_crowded = 0;
+  wheel->driver.armed_crowded = 0;
   if (waited_for)
     uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
   else

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The wheel on a libuv loop: the public object's lifecycle (new, close),
- * walk, stats and pending.  The driver uv_timer_t that runs the core is in
- * driver.c.
+ * the pass that the driver's uv_timer_t runs, the cross-thread wake-up,
+ * walk, stats and pending.  When the driver is armed is driver.c's.
  *
  * Close is owned here (wheel->closing); task-close.c does the task steps.  In
  * this order:
@@ -13,7 +13,7 @@
  *      is referenced and signalled: the rest runs from the loop, outside
  *      the caller's stack, and the loop keeps running until close is done.
  *   2. On every async callback, and whenever a threadpool run comes back
- *      (uvtw__wheel_close_continue): uvtw__tasks_close_step drains the
+ *      (close_continue): uvtw__tasks_close_step drains the
  *      producers' queues, makes the final calls, uv_cancels queued pool
  *      work, and reports done only when it counts no task live (see
  *      task-close.c); it then sets CLOSED: a cancel from then on
@@ -42,6 +42,33 @@ uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel) {
 }
 
 
+static void close_continue(uvtw_wheel_t* wheel);
+
+
+/* The pass: the driver's callback.  Runs every timer that is due, in
+ * libuv's order; a callback may start, stop or restart any timer, or close
+ * the wheel (which ends the pass). */
+static void pass_cb(uv_timer_t* handle) {
+  uvtw_wheel_t* wheel;
+  uvtw_timer_t* timer;
+
+  wheel = handle->data;
+  uvtw__driver_pass_begin(wheel);
+  while (!wheel->closing &&
+         (timer = uvtw__core_pop_due(&wheel->core,
+                                     uvtw__loop_now(wheel->loop)))) {
+    wheel->timers_fired += !uvtw__task_owns(timer);
+    timer->cb_(timer);
+  }
+  wheel->driver.in_pass = 0;
+  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  uvtw__core_validate(&wheel->core);
+  if (wheel->closing)
+    return;
+  uvtw__driver_pass_end(wheel);
+}
+
+
 /* The cross-thread wake-up: takes in what other threads published, or
  * takes close a step further. */
 static void async_cb(uv_async_t* async) {
@@ -50,7 +77,7 @@ static void async_cb(uv_async_t* async) {
   wheel = async->data;
   uvtw__tasks_woken(wheel);
   if (wheel->closing) {
-    uvtw__wheel_close_continue(wheel);
+    close_continue(wheel);
     return;
   }
   /* A flood of submissions cannot starve the loop: after a batch, signal
@@ -81,19 +108,12 @@ int uvtw_wheel_new(uv_loop_t* loop,
     return UV_ENOMEM;
   uvtw__core_init(&wheel->core, opts->tick_ms, uv_now(loop));
   wheel->loop = loop;
-  wheel->armed_tick = UVTW__DRIVER_DISARMED;
-  wheel->armed_crowded = 0;
-  wheel->driver_ref = 1;
-  wheel->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
-  wheel->defer_from_id = UVTW__NO_DEFER;
-  wheel->in_pass = 0;
   wheel->closing = UVTW__OPEN;
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
-  wheel->driver_wakeups = 0;
   wheel->timers_fired = 0;
 
-  err = uvtw__tasks_init(wheel, opts->max_tasks, uvtw__wheel_close_continue);
+  err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
     free(wheel);
     return err;
@@ -107,16 +127,8 @@ int uvtw_wheel_new(uv_loop_t* loop,
     free(wheel);
     return err;
   }
-  err = uv_timer_init(loop, &wheel->driver);
-  UVTW__ASSERT(err == 0);
-  err = uv_prepare_init(loop, &wheel->rearm);
-  UVTW__ASSERT(err == 0);
-  wheel->driver.data = wheel;
-  wheel->rearm.data = wheel;
+  uvtw__driver_init(wheel, pass_cb);
   wheel->async.data = wheel;
-  uv_unref((uv_handle_t*) &wheel->driver); /* referenced only while needed */
-  wheel->driver_ref = 0;
-  uv_unref((uv_handle_t*) &wheel->rearm);
   uv_unref((uv_handle_t*) &wheel->async);
   *out = wheel;
   return 0;
@@ -140,15 +152,18 @@ static void handle_closed(uv_handle_t* handle) {
 }
 
 
-void uvtw__wheel_close_continue(uvtw_wheel_t* wheel) {
+/* Loop thread, while closing: takes close as far as it can go now (step 2
+ * of the list above).  Called on every async callback and whenever a
+ * threadpool run comes back. */
+static void close_continue(uvtw_wheel_t* wheel) {
   /* Step 2, and when it is done, step 3. */
   if (wheel->closing != UVTW__CLOSING_TASKS || !uvtw__tasks_close_step(wheel))
     return;
   wheel->closing = UVTW__CLOSING_HANDLES;
   wheel->handles_closing = 3;
   uv_close((uv_handle_t*) &wheel->async, handle_closed);
-  uv_close((uv_handle_t*) &wheel->driver, handle_closed);
-  uv_close((uv_handle_t*) &wheel->rearm, handle_closed);
+  uv_close((uv_handle_t*) &wheel->driver.timer, handle_closed);
+  uv_close((uv_handle_t*) &wheel->driver.rearm, handle_closed);
 }
 
 
@@ -161,7 +176,7 @@ int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
   uvtw__driver_disarm(wheel);
-  uv_prepare_stop(&wheel->rearm);
+  uv_prepare_stop(&wheel->driver.rearm);
   return 0;
 }
 
@@ -210,7 +225,7 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   out->timers_active = timers_active(wheel);
   /* A task counts as fired when its callback runs, wherever that is. */
   out->fired = wheel->timers_fired + wheel->tasks.run;
-  out->driver_wakeups = wheel->driver_wakeups;
+  out->driver_wakeups = wheel->driver.wakeups;
   out->cascades = wheel->core.cascades;
 }
 

@@ -49,7 +49,7 @@ static void run_scenario(void (*scenario)(void), int prepare) {
   force_prepare = prepare;
   setup();
   if (force_prepare)
-    wheel->rearm_in_cb = 0;
+    wheel->driver.rearm_in_cb = 0;
   ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
   add_uv_timer(&ua);

@@ -43,8 +43,9 @@
  *                  its run, or by a cancel from another thread while the
  *                  loop sleeps in epoll for 1 h: uv_run returns soon); a
  *                  task submitted from another thread after uv_run
- *                  returned does not (nothing wakes the owner: the rule in
- *                  uvtw.h), and is drained by a later run.  Submits from
+ *                  returned does not (nothing wakes the owner: the
+ *                  liveness rule in README.md, Semantics), and is drained
+ *                  by a later run.  Submits from
  *                  the loop thread: test-task-liveness.c. */
 
 #include "task-harness.h"

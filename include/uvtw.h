@@ -277,73 +277,24 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * after it).  If id is not NULL the task's id is stored there before the
  * task can run or be cancelled by anyone else.
  *
- * Any thread, also from inside any callback.  Lock-free: no mutex and no
- * allocation in steady state (a chunk of task nodes is allocated, under a
- * mutex, only when the pool is empty; the pool keeps its largest size until
- * the wheel is freed; the loop thread allocates a threadpool request only
- * when more UVTW_THREADPOOL tasks are queued or running at once than ever
- * before), and at most one uv_async_send per batch the loop has not yet
- * begun to take in.  Each thread that calls uvtw_submit or uvtw_cancel on
- * a wheel gets its own record of that wheel on its first call (malloc):
- * a queue of ids that only it fills and only the loop empties, in one-page
- * blocks (one at first, more only while the loop lags behind this thread;
- * once the loop has read them it keeps two for reuse and frees the rest),
- * and a cache of up to 64 free task nodes, about 5 KB in all.  Records are
- * freed with the wheel, not before, so a thread may exit at any time; a
- * thread started later whose thread-local storage lands where an exited
- * thread's was (glibc reuses it) takes over that thread's record, so a
- * wheel holds at most one record per such address.  With max_tasks 0, a
- * submit or a cancel writes only the calling thread's record and the
- * task's node, plus, once per batch, the wake-up flag and (per 32 nodes)
- * the shared free-node pool; a thread's first call on a wheel, or a call
- * on a wheel that is not among the last 4 it called, also writes one
- * shared counter.  With max_tasks set, each submit and each end of a task
- * also updates one shared counter, which makes the bound exact.  A submit
- * makes two full memory barriers (seq_cst fences: one for close, one for
- * the wake-up), a cancel one (two when it must tell the loop).  Memory
- * order: everything the calling thread wrote before uvtw_submit
- * happens-before cb runs.  The
- * task counts in uvtw_wheel_pending and under max_tasks from the moment
- * this returns 0 until it ends; a one-shot ends when its run returns.  A
- * submit from another thread that races with uvtw_wheel_close either
- * returns UV_ECANCELED (nothing scheduled) or 0 (and the task gets its
- * final call).
+ * Any thread, also from inside any callback.  No mutex and no allocation
+ * in steady state: the wheel's node pool grows, under a mutex, only when it
+ * is empty, and keeps its size until the wheel is freed.  A thread's first
+ * uvtw_submit or uvtw_cancel on a wheel allocates that thread's record of
+ * the wheel, kept until the wheel is freed, so a thread may exit at any
+ * time.  With max_tasks set, the bound is exact.  What a call costs and
+ * how much memory records take: README.md, "What a task costs".
  *
- * Liveness: a live task keeps the loop alive, as a uv_queue_work request
- * does, so uv_run(UV_RUN_DEFAULT) does not return while it waits, runs or
- * is owed its final call.  Precisely:
- *   - submitted on the loop thread (from a callback, or by the thread that
- *     created the wheel before it calls uv_run): the task holds the loop
- *     from the moment uvtw_submit returns until it ends;
- *   - submitted from another thread: the task holds the loop from the
- *     moment the loop sees it: when it takes it in (in the poll phase
- *     after the submit's wake-up; each poll phase takes in a bounded
- *     batch with a share for every thread's queue, oldest first, so only
- *     its own thread's earlier submits can delay it to a later poll
- *     phase, never other threads' submits), or at the end of a batch of
- *     the wheel's own work that the submit happened before (a timer pass,
- *     which runs the wheel timers' callbacks, or a threadpool task's
- *     completion).  So
- *     uv_run does not return before the task ends if the submit happens
- *     before the poll phase of the loop's last iteration (for example from
- *     a worker while the loop waits on a timer or on another task, at
- *     least one iteration before that ends), or inside the wheel timer's
- *     callback or the task (a threadpool task's own callback included)
- *     that is the last thing alive.  Not if it is made during the
- *     callback that ends the last thing alive when that callback is not
- *     the wheel's and runs after the poll phase: a plain uv_timer_t's from
- *     libuv 1.48 on (whose iteration ends with its timers phase), or a
- *     uv_check_t's or a close callback on any libuv.
- *   - What another thread cannot count on: if uv_run has already returned,
- *     or returns while the submit is in progress, the task is accepted
- *     (it counts in uvtw_wheel_pending) but nothing makes the owner run
- *     the loop again, and a uv_run that finds nothing else alive returns at
- *     once without taking the task in.  It runs once the loop next runs an
- *     iteration for another reason.  A thread that needs its task to run
- *     must therefore submit while the loop is held, by something the loop
- *     thread started (such as a task of its own).
- * A task ended by a cancel from another thread stops holding the loop when
- * the loop next wakes up, which the cancel arranges.
+ * Memory order: everything the calling thread wrote before uvtw_submit
+ * happens-before cb runs.  The task counts in uvtw_wheel_pending and under
+ * max_tasks from the moment this returns 0 until it ends; a one-shot ends
+ * when its run returns.  A submit from another thread that races with
+ * uvtw_wheel_close returns UV_ECANCELED (nothing scheduled) or 0 (and the
+ * task gets its final call).
+ *
+ * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
+ * uv_queue_work request does; one submitted from another thread does so
+ * from when the loop sees it.  The full rule: README.md, "Semantics".
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
@@ -359,18 +310,16 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
                             void* arg,
                             uvtw_id_t* id);
 
-/* Cancels a task.  Any thread, also from inside any callback; lock-free,
- * and exact: it races with expiry, runs and close through one atomic
- * compare-and-swap per task, so exactly one of them wins.
+/* Cancels a task.  Any thread, also from inside any callback; lock-free.
+ * Exact: of a cancel, the task's expiry, its runs and close, exactly one
+ * wins.
  * Returns 0           cancelled: the callback is not running and will never
  *                     run again (from inside the task's own callback: no
  *                     further run after this one).  No final call follows;
  *                     arg is the caller's again.  The task's place under
- *                     max_tasks is free at once.  A task the loop has not
- *                     taken in yet is taken back from its producer's queue
- *                     and its node is reused at once, by the cancelling
- *                     thread; otherwise the node is free as soon as the
- *                     loop next runs (not at its deadline).
+ *                     max_tasks is free at once, and its memory is reused
+ *                     at once or when the loop next runs, not kept until
+ *                     its deadline.
  *         UV_EBUSY    a run is executing right now on another thread; no
  *                     further run will start after it, and the task ends
  *                     when that run returns (no final call).

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Work that a wheel pass leaves due now (a timer started with 0 from a
  * wheel callback, a task submitted from one) holds the loop until it has
- * run, on every libuv, with nothing else alive on the loop (issue 9: on
- * libuv 1.48 and 1.52, uv_run returned with such a timer still active and
- * such tasks never ran):
- *   issue_program   a (5 ms) starts b with 0; uv_run(UV_RUN_DEFAULT)
+ * run, on every libuv, with nothing else alive on the loop (on libuv 1.48
+ * and 1.52, unless the driver holds the loop for it, uv_run returns with
+ * such a timer still active, and such tasks never run):
+ *   zero_from_callback  a (5 ms) starts b with 0; uv_run(UV_RUN_DEFAULT)
  *                   returns 0 once b has run, b inactive;
  *   chain           a timer restarts itself with 0, 100 times: one run per
  *                   iteration, and uv_run returns after the last;
@@ -76,7 +76,7 @@ static void a_cb(uvtw_timer_t* timer) {
 }
 
 
-static void issue_program(void) {
+static void zero_from_callback(void) {
   a_fired = b_fired = 0;
   b_unref = 0;
   ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
@@ -240,8 +240,8 @@ static void backend(void) {
 }
 
 
-static void issue_program_default(void) {
-  run_scenario(issue_program, 0);
+static void zero_from_callback_default(void) {
+  run_scenario(zero_from_callback, 0);
 }
 
 
@@ -265,8 +265,8 @@ static void backend_default(void) {
 }
 
 
-static void issue_program_prepare(void) {
-  run_scenario(issue_program, 1);
+static void zero_from_callback_prepare(void) {
+  run_scenario(zero_from_callback, 1);
 }
 
 
@@ -291,12 +291,12 @@ static void backend_prepare(void) {
 
 
 static const test_case_t cases[] = {
-  TEST_CASE(issue_program_default),
+  TEST_CASE(zero_from_callback_default),
   TEST_CASE(chain_default),
   TEST_CASE(unref_default),
   TEST_CASE(tasks_default),
   TEST_CASE(backend_default),
-  TEST_CASE(issue_program_prepare),
+  TEST_CASE(zero_from_callback_prepare),
   TEST_CASE(chain_prepare),
   TEST_CASE(unref_prepare),
   TEST_CASE(tasks_prepare),

@@ -43,10 +43,32 @@
  *                  its run, or by a cancel from another thread while the
  *                  loop sleeps in epoll for 1 h: uv_run returns soon); a
  *                  task submitted from another thread after uv_run
- *                  returned does not (nothing wakes the owner: the rule in
- *                  uvtw.h), and is drained by a later run.  Submits from
- *                  the loop thread: test-task-liveness.c. */
+ *                  returned does not (nothing wakes the owner: the
+ *                  liveness rule in README.md, Semantics), and is drained
+ *                  by a later run.  Submits from
+ *                  the loop thread: test-task-liveness.c.
+ *   early_cancel_stats  uvtw_stats_t: a task cancelled before the loop
+ *                  took it in counts in tasks_accepted and tasks_cancelled
+ *                  as soon as the cancel returns, also when the loop's
+ *                  owner submitted and cancelled it before uv_run.
+ *   queue_memory   max_tasks 16; a worker makes 200,000 submit + cancel
+ *                  pairs (never more than one task live) while the loop is
+ *                  busy elsewhere, so the worker's queue grows to hundreds
+ *                  of 4 KiB blocks.  Once the loop caught up, at most 4
+ *                  blocks stay allocated.
+ *   loop_pairs_memory  max_tasks 16; the loop thread (the wheel's owner,
+ *                  before uv_run, as a callback would) makes 100,000
+ *                  submit + cancel pairs.  Pool growth follows live tasks,
+ *                  not pairs: at most 1,024 nodes taken from the pool.
+ *   worn_index     ids are never reused, and an index whose generations
+ *                  are used up is retired, not an error: index 0's
+ *                  generations are used up through uvtw__pool_next_gen
+ *                  (what recycle calls) and then by scratch pools (each a
+ *                  wheel that uses node 0 once); a new wheel's first
+ *                  submit, with memory to spare, must succeed (with a fresh
+ *                  index). */
 
+#include "task-record.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -76,7 +98,7 @@ static void no_cb(void* arg, int status) {
 }
 
 
-/* ---- bad_input -------------------------------------------------------- */
+/* ---- bad_input ---------------------------------------------------------- */
 
 static void bad_input(void) {
   static const unsigned bad_flags[] = {2u, 4u, 0x80000000u, ~0u,
@@ -105,7 +127,7 @@ static void bad_input(void) {
 }
 
 
-/* ---- max_tasks -------------------------------------------------------- */
+/* ---- max_tasks ---------------------------------------------------------- */
 
 static task_t mt[8];
 static uvtw_timer_t mt_timer;
@@ -236,7 +258,7 @@ static void max_tasks(void) {
 }
 
 
-/* ---- huge_delay ------------------------------------------------------- */
+/* ---- huge_delay --------------------------------------------------------- */
 
 #define NHUGE 10
 
@@ -286,7 +308,7 @@ static void huge_delay(void) {
 }
 
 
-/* ---- zero_delay ------------------------------------------------------- */
+/* ---- zero_delay --------------------------------------------------------- */
 
 #define NZERO 200
 
@@ -346,7 +368,7 @@ static void zero_delay(void) {
 }
 
 
-/* ---- after_close ------------------------------------------------------ */
+/* ---- after_close -------------------------------------------------------- */
 
 static task_t ac[2];
 static int ac_close_called;
@@ -403,7 +425,7 @@ static void after_close(void) {
 }
 
 
-/* ---- repeat_loop ------------------------------------------------------ */
+/* ---- repeat_loop -------------------------------------------------------- */
 
 #define RL_REPEAT 40
 #define RL_RUNS 7
@@ -448,7 +470,7 @@ static void repeat_loop(void) {
 }
 
 
-/* ---- repeat_pool ------------------------------------------------------ */
+/* ---- repeat_pool -------------------------------------------------------- */
 
 #define RP_RUNS 8
 
@@ -542,7 +564,7 @@ static void repeat_pool_overrun(void) {
 }
 
 
-/* ---- busy_place ------------------------------------------------------ */
+/* ---- busy_place --------------------------------------------------------- */
 
 static task_t bp_task;
 static task_t bp_next;
@@ -591,7 +613,7 @@ static void busy_place(void) {
 }
 
 
-/* ---- cancel_frees --------------------------------------------------- */
+/* ---- cancel_frees ------------------------------------------------------- */
 
 static atomic_int cf_done;
 static int cf_n;
@@ -702,7 +724,7 @@ static void cancel_frees(void) {
 }
 
 
-/* ---- liveness --------------------------------------------------------- */
+/* ---- liveness ----------------------------------------------------------- */
 
 static task_t lv[7];
 static uv_timer_t lv_timer;
@@ -844,6 +866,190 @@ static void liveness(void) {
 }
 
 
+/* ---- early_cancel_stats ------------------------------------------------- */
+
+static void early_cancel_stats(void) {
+  uvtw_stats_t st;
+  task_t t;
+
+  setup(0);
+  task_init(&t);
+  submit(&t, 3600 * 1000, 0, 0);
+  ASSERT_EQ(0, cancel(&t));
+  uvtw_wheel_stats(wheel, &st);
+  if (st.tasks_accepted != 1 || st.tasks_cancelled != 1)
+    fprintf(stderr, "after the cancel returned: accepted %llu cancelled %llu\n",
+            (unsigned long long) st.tasks_accepted,
+            (unsigned long long) st.tasks_cancelled);
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_UEQ(1, st.tasks_accepted);
+  ASSERT_UEQ(1, st.tasks_cancelled);
+}
+
+
+/* ---- queue_memory ------------------------------------------------------- */
+
+static void count_records(size_t* records, size_t* blocks) {
+  uvtw__producer_t* rec;
+
+  *records = 0;
+  *blocks = 0;
+  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+       rec = rec->next) {
+    (*records)++;
+    *blocks += atomic_load(&rec->nblocks);
+  }
+}
+
+
+static int tm_pairs;
+
+
+static void tm_noop(void* arg, int status) {
+  (void) arg;
+  (void) status;
+  ASSERT(0); /* cancelled at once: never called */
+}
+
+
+static void tm_worker(void* arg) {
+  uvtw_id_t id;
+  int i;
+
+  (void) arg;
+  for (i = 0; i < tm_pairs; i++) {
+    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id));
+    ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  }
+}
+
+
+static int tm_caught_up(void) {
+  uvtw__producer_t* rec;
+
+  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+       rec = rec->next)
+    if (rec->rblock != rec->wblock || rec->ridx != rec->widx)
+      return 0;
+  return 1;
+}
+
+
+static void queue_memory(void) {
+  uv_thread_t tid;
+  size_t records;
+  size_t before;
+  size_t after;
+  int rounds;
+
+  tm_pairs = scaled(200000);
+  setup(16);
+  /* The loop does not run while the worker works: it is busy elsewhere. */
+  ASSERT_UV_OK(uv_thread_create(&tid, tm_worker, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
+  count_records(&records, &before);
+  for (rounds = 0; !tm_caught_up(); rounds++)
+    one_pass();
+  count_records(&records, &after);
+  fprintf(stderr,
+          "max_tasks 16, %d submit+cancel pairs: %zu queue blocks (%zu KiB) "
+          "while the loop was away, %zu still allocated after the loop "
+          "caught up (%d iterations)\n",
+          tm_pairs, before, before * sizeof(uvtw__block_t) / 1024, after,
+          rounds);
+  teardown();
+  ASSERT_ULE(after, 4);
+}
+
+
+/* ---- loop_pairs_memory -------------------------------------------------- */
+
+static void loop_pairs_memory(void) {
+  uvtw_id_t id;
+  uint64_t nodes;
+  int pairs;
+  int i;
+
+  pairs = scaled(100000);
+  setup(16);
+  for (i = 0; i < pairs; i++) {
+    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id));
+    ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  }
+  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
+  nodes = atomic_load(&wheel->tasks.pool.bump);
+  fprintf(stderr,
+          "max_tasks 16, %d submit+cancel pairs on the loop thread: %llu "
+          "nodes (%llu KiB) taken from the pool\n",
+          pairs, (unsigned long long) nodes,
+          (unsigned long long) (nodes * sizeof(uvtw__task_t) / 1024));
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_ULE(nodes, 1024);
+}
+
+
+/* ---- worn_index --------------------------------------------------------- */
+
+static void worn_index(void) {
+  _Alignas(64) uvtw__task_t fake;
+  uvtw__task_t* nodes[1];
+  uvtw__pool_t scratch;
+  uvtw_wheel_t* second;
+  uint64_t gens[1];
+  unsigned n;
+  int wheels;
+  task_t t;
+  task_t u;
+  uint64_t blocks;
+  int r;
+
+  setup(0);
+  /* Index 0 of this process's first pool: its generation counter exists. */
+  task_init(&t);
+  submit(&t, 3600 * 1000, 0, 0);
+  ASSERT_EQ(0, (int) (t.id >> UVTW__GEN_BITS));
+  ASSERT_EQ(0, cancel(&t));
+  /* Use up index 0's generations, a block of 65,536 at a time, as a node
+   * reused 2^36 times would. */
+  memset(&fake, 0, sizeof(fake));
+  fake.index = 0;
+  fake.gen_end = 1;
+  for (blocks = 0; uvtw__pool_next_gen(&fake, fake.gen_end - 1) != 0;)
+    blocks++;
+  /* What is left goes to new wheels, GEN_FIRST (64) at a time: each
+   * scratch pool is a wheel whose node 0 is used once. */
+  for (wheels = 0;; wheels++) {
+    ASSERT_EQ(0, uvtw__pool_init(&scratch));
+    n = uvtw__pool_alloc_new(&scratch, nodes, gens, 1);
+    /* Worn out: the pool hands out the next index (a worn-out index is
+     * retired), or fails with UV_ENOMEM (n 0). */
+    if (n == 1 && nodes[0]->index != 0)
+      n = 0;
+    uvtw__pool_destroy(&scratch);
+    if (n == 0)
+      break;
+  }
+  fprintf(stderr,
+          "index 0 worn out after %llu blocks of 65,536 generations and "
+          "%d wheels that used it once\n",
+          (unsigned long long) blocks, wheels);
+  /* A new wheel numbers its nodes from index 0 again. */
+  ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &second));
+  task_init(&u);
+  r = uvtw_submit(second, 3600 * 1000, 0, 0, task_cb, &u, &u.id);
+  fprintf(stderr, "the new wheel's first submit: %s\n",
+          r == 0 ? "0" : uv_err_name(r));
+  if (r == 0)
+    ASSERT_EQ(0, uvtw_cancel(second, u.id));
+  ASSERT_EQ(0, uvtw_wheel_close(second, NULL));
+  teardown(); /* runs the loop until both wheels are gone */
+  ASSERT_EQ(0, r);
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(bad_input),
   TEST_CASE(max_tasks),
@@ -856,6 +1062,10 @@ static const test_case_t cases[] = {
   TEST_CASE(busy_place),
   TEST_CASE(cancel_frees),
   TEST_CASE(liveness),
+  TEST_CASE(early_cancel_stats),
+  TEST_CASE(queue_memory),
+  TEST_CASE(loop_pairs_memory),
+  TEST_CASE(worn_index),
 };
 
 

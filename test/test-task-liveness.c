@@ -29,8 +29,19 @@
  *                  loop stops counting as alive within 10 s, in every
  *                  round.  The loop can take in the cancel's notice before
  *                  the cancelling thread has counted the task out, and
- *                  must then be woken to look again. */
+ *                  must then be woken to look again.
+ *   from_worker_backlog  from_worker's rule behind a backlog: a worker submits
+ *                  and at once cancels more tasks than one poll phase takes
+ *                  in (UVTW__DRAIN_BATCH), then submits one task due now,
+ *                  all from a uv_timer_t's callback; the callback stops the
+ *                  timer and starts a uv_check_t, which stops itself in the
+ *                  check phase right after the first poll phase (which
+ *                  takes in only cancelled tasks).  The submit came before
+ *                  the poll phase of the loop's last iteration, so
+ *                  uv_run(UV_RUN_DEFAULT) must not return before the task
+ *                  ran. */
 
+#include "task-record.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -111,8 +122,9 @@ static void worker_main(void* arg) {
 /* The timer's end is the last thing that keeps the loop alive but for the
  * tasks.  It ends one callback after the worker's submits were seen done:
  * an iteration (with its poll phase, which takes the tasks in) lies in
- * between, as uvtw.h asks of a plain uv_timer_t (a loaded machine may
- * start the worker after the first callback). */
+ * between, as the liveness rule asks of a plain uv_timer_t (README.md,
+ * Semantics; a loaded machine may start the worker after the first
+ * callback). */
 static void join_cb(uv_timer_t* timer) {
   if (!worker_seen_done) {
     worker_seen_done = atomic_load(&worker_done);
@@ -250,6 +262,80 @@ static void cancel_race(void) {
 }
 
 
+/* ---- from_worker_backlog ------------------------------------------------ */
+
+/* More than one async callback takes in. */
+#define DB_TAKEN_BACK (UVTW__DRAIN_BATCH + 1000)
+
+static uv_timer_t db_hold;
+static uv_check_t db_check;
+static task_t db_task;
+
+
+static void db_worker(void* arg) {
+  task_t t;
+  int i;
+
+  (void) arg;
+  for (i = 0; i < DB_TAKEN_BACK; i++) {
+    task_init(&t);
+    submit(&t, 3600 * 1000, 0, 0);
+    ASSERT_EQ(0, cancel(&t)); /* before the loop took it in: taken back */
+  }
+  task_init(&db_task);
+  submit(&db_task, 0, 0, 0);
+}
+
+
+/* The last thing that keeps the loop alive: it ends in the check phase
+ * right after the poll phase whose async callback took in the first
+ * batch, all of it cancelled tasks. */
+static void db_check_cb(uv_check_t* handle) {
+  ASSERT_UV_OK(uv_check_stop(handle));
+}
+
+
+static void db_hold_cb(uv_timer_t* handle) {
+  uv_thread_t tid;
+
+  /* The timer is active (and referenced) while the worker submits; the
+   * check handle takes over, so that a poll phase follows the submits
+   * before the last referenced handle ends (the liveness rule). */
+  ASSERT_UV_OK(uv_thread_create(&tid, db_worker, NULL));
+  ASSERT_UV_OK(uv_thread_join(&tid));
+  ASSERT_UV_OK(uv_timer_stop(handle));
+  ASSERT_UV_OK(uv_check_start(&db_check, db_check_cb));
+}
+
+
+static int db_ran(void) {
+  return atomic_load(&db_task.returned) == 1;
+}
+
+
+static void from_worker_backlog(void) {
+  size_t pending;
+  int runs;
+
+  setup(0);
+  ASSERT_UV_OK(uv_timer_init(&loop, &db_hold));
+  ASSERT_UV_OK(uv_check_init(&loop, &db_check));
+  ASSERT_UV_OK(uv_timer_start(&db_hold, db_hold_cb, 1, 1000));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  runs = atomic_load(&db_task.runs);
+  pending = uvtw_wheel_pending(wheel);
+  if (runs != 1)
+    fprintf(stderr,
+            "uv_run returned before the task ran: runs %d, pending %zu\n",
+            runs, pending);
+  run_until(db_ran, 0); /* clean up either way */
+  uv_close((uv_handle_t*) &db_hold, NULL);
+  uv_close((uv_handle_t*) &db_check, NULL);
+  teardown();
+  ASSERT_EQ(1, runs);
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(before_run),
   TEST_CASE(from_callback),
@@ -258,6 +344,7 @@ static const test_case_t cases[] = {
   TEST_CASE(run_once),
   TEST_CASE(cancelled),
   TEST_CASE(cancel_race),
+  TEST_CASE(from_worker_backlog),
 };
 
 

@@ -34,7 +34,40 @@
  *                    once, a moment later, or from the next producer, while
  *                    the loop takes them in: 0 means it never ran, UV_EBUSY
  *                    or UV_ENOENT that it ran exactly once; nothing lost,
- *                    pending 0, stats agree (ASan, TSan). */
+ *                    pending 0, stats agree (ASan, TSan).
+ *   fair_drain       a task submitted from another thread is taken in
+ *                    in the poll phase after its wake-up however busy
+ *                    other records are (README.md, Semantics).  Thread P2
+ *                    submits X (delay 0) first and stays alive; then,
+ *                    before each of 10 loop iterations, thread P1 (whose
+ *                    record is newer, so first in the wheel's list) queues
+ *                    1,000 more far-off tasks than one poll phase takes in
+ *                    (UVTW__DRAIN_BATCH).  X must have run after the 10
+ *                    iterations, 2 ms apart.
+ *   reused_records   records of exited threads are reused: 64 threads,
+ *                    one after the other, each submit one task and exit.
+ *                    Made with default attributes, each gets the stack
+ *                    (and thread-local block) of the one before it and
+ *                    takes over that thread's record: the wheel holds no
+ *                    more than a few records, since never more than one
+ *                    producer thread was alive at once.  (A thread on a
+ *                    stack of its own lands elsewhere and makes a new
+ *                    record, kept until the wheel is freed: README.md,
+ *                    "What a task costs".)
+ *   detached_threads detached threads submit and exit; later detached
+ *                    threads (which may land on an exited thread's
+ *                    thread-local block, and adopt its record) submit and
+ *                    cancel.  Everything runs once; under TSan, no report.
+ *   pending_snapshot uvtw_wheel_pending from another thread while a new
+ *                    thread's first task is submitted and ends: task Z is
+ *                    live throughout, so the count is never 0.  The window
+ *                    lies inside one call (between the sums of the ends
+ *                    and of the submits): alone, the case checks the count
+ *                    under a concurrent first submit; the manual test
+ *                    pending-snapshot.gdb (README.md, "Manual tests") holds
+ *                    the reader in that window. */
+
+#include <pthread.h>
 
 #include "task-record.h"
 #include "task-harness.h"
@@ -401,7 +434,7 @@ static void foreign_cancel(void) {
 }
 
 
-/* ---- blocks ------------------------------------------------------------ */
+/* ---- blocks ------------------------------------------------------------- */
 
 #define NBLOCKS 2000
 
@@ -580,6 +613,291 @@ static void cancel_vs_take(void) {
 }
 
 
+/* ---- fair_drain --------------------------------------------------------- */
+
+#define SR_ROUNDS 10
+/* More than one async callback takes in. */
+#define SR_PER_ROUND (UVTW__DRAIN_BATCH + 1000)
+
+static task_t sr_x;
+static uv_sem_t sr_go;
+static uv_sem_t sr_done;
+static atomic_int sr_stop;
+static atomic_int sr_far_finals;
+
+
+static void sr_far_cb(void* arg, int status) {
+  (void) arg;
+  ASSERT_EQ(UV_ECANCELED, status); /* an hour away: only the final call */
+  atomic_fetch_add(&sr_far_finals, 1);
+}
+
+
+static uv_sem_t sr_submitted;
+static uv_sem_t sr_exit;
+
+
+/* Stays alive until the end, so that P1 cannot land on its thread-local
+ * block and adopt its record. */
+static void sr_early(void* arg) {
+  (void) arg;
+  submit(&sr_x, 0, 0, 0);
+  uv_sem_post(&sr_submitted);
+  uv_sem_wait(&sr_exit);
+}
+
+
+static void sr_flooder(void* arg) {
+  int i;
+
+  (void) arg;
+  for (;;) {
+    uv_sem_wait(&sr_go);
+    if (atomic_load(&sr_stop))
+      return;
+    for (i = 0; i < SR_PER_ROUND; i++)
+      ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, sr_far_cb, NULL,
+                               NULL));
+    uv_sem_post(&sr_done);
+  }
+}
+
+
+static int sr_x_ran(void) {
+  return atomic_load(&sr_x.returned) == 1;
+}
+
+
+static void fair_drain(void) {
+  uv_thread_t p1;
+  uv_thread_t p2;
+  uvtw_stats_t st;
+  int runs;
+  int k;
+
+  setup(0);
+  ASSERT_UV_OK(uv_sem_init(&sr_go, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_done, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_submitted, 0));
+  ASSERT_UV_OK(uv_sem_init(&sr_exit, 0));
+  atomic_store(&sr_stop, 0);
+  atomic_store(&sr_far_finals, 0);
+  task_init(&sr_x);
+  /* P2's record first: it is the older one, after P1's in the list. */
+  ASSERT_UV_OK(uv_thread_create(&p2, sr_early, NULL));
+  uv_sem_wait(&sr_submitted);
+  ASSERT_UV_OK(uv_thread_create(&p1, sr_flooder, NULL));
+  for (k = 0; k < SR_ROUNDS; k++) {
+    uv_sem_post(&sr_go);
+    uv_sem_wait(&sr_done);
+    uv_sleep(2); /* X is due by the next iteration's timers phase */
+    one_pass();
+  }
+  runs = atomic_load(&sr_x.runs);
+  uvtw_wheel_stats(wheel, &st);
+  fprintf(stderr,
+          "after %d iterations: X runs %d; tasks taken in %llu, of P1's %d "
+          "(all submitted after X)\n",
+          SR_ROUNDS, runs, (unsigned long long) st.tasks_accepted,
+          SR_ROUNDS * SR_PER_ROUND);
+  atomic_store(&sr_stop, 1);
+  uv_sem_post(&sr_go);
+  ASSERT_UV_OK(uv_thread_join(&p1));
+  uv_sem_post(&sr_exit);
+  ASSERT_UV_OK(uv_thread_join(&p2));
+  run_until(sr_x_ran, 0); /* P1 stopped: the backlog drains, X runs */
+  teardown();
+  ASSERT_EQ(SR_ROUNDS * SR_PER_ROUND, atomic_load(&sr_far_finals));
+  uv_sem_destroy(&sr_go);
+  uv_sem_destroy(&sr_done);
+  uv_sem_destroy(&sr_submitted);
+  uv_sem_destroy(&sr_exit);
+  ASSERT_EQ(1, runs);
+}
+
+
+/* ---- reused_records ----------------------------------------------------- */
+
+static void count_records(size_t* records, size_t* blocks) {
+  uvtw__producer_t* rec;
+
+  *records = 0;
+  *blocks = 0;
+  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+       rec = rec->next) {
+    (*records)++;
+    *blocks += atomic_load(&rec->nblocks);
+  }
+}
+
+
+#define TC_THREADS 64
+
+static task_t tc_tasks[TC_THREADS];
+
+
+static void* tc_thread(void* arg) {
+  submit(arg, 0, 0, 0);
+  return NULL;
+}
+
+
+static int tc_all_ran(void) {
+  int i;
+
+  for (i = 0; i < TC_THREADS; i++)
+    if (atomic_load(&tc_tasks[i].returned) != 1)
+      return 0;
+  return 1;
+}
+
+
+
+
+static void reused_records(void) {
+  pthread_t tid;
+  size_t records;
+  size_t blocks;
+  int i;
+
+  setup(0);
+  for (i = 0; i < TC_THREADS; i++) {
+    task_init(&tc_tasks[i]);
+    ASSERT_EQ(0, pthread_create(&tid, NULL, tc_thread, &tc_tasks[i]));
+    ASSERT_EQ(0, pthread_join(tid, NULL));
+  }
+  run_until(tc_all_ran, 0);
+  count_records(&records, &blocks);
+  fprintf(stderr,
+          "%d threads ran one after the other, one task each: %zu records, "
+          "%zu queue blocks (%zu KiB)\n",
+          TC_THREADS, records, blocks,
+          (records * sizeof(uvtw__producer_t) +
+           blocks * sizeof(uvtw__block_t)) / 1024);
+  teardown();
+  /* Never more than one producer thread alive at once. */
+  ASSERT_ULE(records, 8);
+}
+
+
+/* ---- detached_threads --------------------------------------------------- */
+
+#define DE_ROUNDS 4
+#define DE_THREADS 8
+#define DE_PER 40
+
+static task_t de_tasks[DE_ROUNDS][DE_THREADS][DE_PER];
+static atomic_int de_exited;
+
+
+static void* de_thread(void* arg) {
+  task_t* t;
+  int i;
+
+  t = arg;
+  for (i = 0; i < DE_PER; i++) {
+    task_init(&t[i]);
+    submit(&t[i], i % 2 ? 0 : 3600 * 1000, 0, 0);
+  }
+  for (i = 0; i < DE_PER; i += 2)
+    ASSERT_EQ(0, cancel(&t[i]));
+  atomic_fetch_add(&de_exited, 1);
+  return NULL;
+}
+
+
+static int de_round;
+
+
+static int de_all_ran(void) {
+  int k;
+  int i;
+
+  if (atomic_load(&de_exited) != (de_round + 1) * DE_THREADS)
+    return 0;
+  for (k = 0; k < DE_THREADS; k++)
+    for (i = 1; i < DE_PER; i += 2)
+      if (atomic_load(&de_tasks[de_round][k][i].returned) != 1)
+        return 0;
+  return 1;
+}
+
+
+static void detached_threads(void) {
+  pthread_attr_t attr;
+  pthread_t tid;
+  int k;
+
+  setup(0);
+  ASSERT_EQ(0, pthread_attr_init(&attr));
+  ASSERT_EQ(0, pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED));
+  for (de_round = 0; de_round < DE_ROUNDS; de_round++) {
+    for (k = 0; k < DE_THREADS; k++)
+      ASSERT_EQ(0, pthread_create(&tid, &attr, de_thread,
+                                  de_tasks[de_round][k]));
+    run_until(de_all_ran, 0);
+    /* Give the detached threads time to exit before the next round, so
+     * that the next round's threads may reuse their stacks. */
+    uv_sleep(20);
+  }
+  ASSERT_EQ(0, pthread_attr_destroy(&attr));
+  run_until(pending_zero, 0);
+  teardown();
+}
+
+
+/* ---- pending_snapshot --------------------------------------------------- */
+
+/* Read by the debugger script: the reader is inside uvtw_wheel_pending. */
+volatile int pending_reader_armed;
+static size_t ls_seen;
+static task_t ls_z;
+static task_t ls_x;
+
+
+static void ls_reader(void* arg) {
+  (void) arg;
+  pending_reader_armed = 1;
+  ls_seen = uvtw_wheel_pending(wheel);
+  pending_reader_armed = 0;
+}
+
+
+static void ls_producer(void* arg) {
+  (void) arg;
+  task_init(&ls_x);
+  submit(&ls_x, 0, 0, 0);
+}
+
+
+static int ls_x_ran(void) {
+  return atomic_load(&ls_x.returned) == 1;
+}
+
+
+static void pending_snapshot(void) {
+  uv_thread_t reader;
+  uv_thread_t producer;
+
+  setup(0);
+  task_init(&ls_z);
+  submit(&ls_z, 3600 * 1000, 0, 0); /* live until the end */
+  ASSERT_UV_OK(uv_thread_create(&reader, ls_reader, NULL));
+  uv_sleep(300);
+  /* A thread that never called into the wheel: a new record. */
+  ASSERT_UV_OK(uv_thread_create(&producer, ls_producer, NULL));
+  ASSERT_UV_OK(uv_thread_join(&producer));
+  run_until(ls_x_ran, 0);
+  ASSERT_UV_OK(uv_thread_join(&reader));
+  if (ls_seen == 0)
+    fprintf(stderr, "uvtw_wheel_pending saw 0 while Z was live\n");
+  ASSERT_EQ(0, cancel(&ls_z));
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_NE(0, ls_seen);
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(exited_threads),
   TEST_CASE(many_wheels),
@@ -587,6 +905,10 @@ static const test_case_t cases[] = {
   TEST_CASE(foreign_cancel),
   TEST_CASE(blocks),
   TEST_CASE(cancel_vs_take),
+  TEST_CASE(fair_drain),
+  TEST_CASE(reused_records),
+  TEST_CASE(detached_threads),
+  TEST_CASE(pending_snapshot),
 };
 
 

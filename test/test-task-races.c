@@ -38,6 +38,15 @@
  *   stale_ids        with max_tasks = 1 the wheel reuses its place
  *                    thousands of times; every stale id, old or recent,
  *                    returns ENOENT and never cancels the live task.
+ *   exactly_once_endings  every race at once: two producer threads submit
+ *                    loop and threadpool tasks, one-shot and repeating
+ *                    (some cancel themselves from their third run), two
+ *                    other threads cancel them all over and over, and the
+ *                    loop closes the wheel while the cancellers still run
+ *                    (its close callback joins them).  Every task ends
+ *                    exactly once: by its run, by exactly one cancel that
+ *                    returned 0 or UV_EBUSY (its own included), or by its
+ *                    final call.
  *
  * Every scenario ends with the wheel closed and uv_loop_close() == 0.
  * UVTW_TEST_SCALE (a percentage, default 100) scales the iteration counts;
@@ -49,7 +58,7 @@
 #define MAX_DEADLINE_TASKS 4000
 
 
-/* ---- same_pass -------------------------------------------------------- */
+/* ---- same_pass ---------------------------------------------------------- */
 
 static task_t sp[6];
 
@@ -114,7 +123,7 @@ static void same_pass(void) {
 }
 
 
-/* ---- at_deadline ------------------------------------------------------ */
+/* ---- at_deadline -------------------------------------------------------- */
 
 static task_t dl[MAX_DEADLINE_TASKS];
 static int dl_n;
@@ -210,7 +219,7 @@ static void at_deadline(void) {
 }
 
 
-/* ---- while_running ---------------------------------------------------- */
+/* ---- while_running ------------------------------------------------------ */
 
 static task_t wr[4];
 static uv_sem_t wr_started;
@@ -281,7 +290,7 @@ static void while_running(void) {
 }
 
 
-/* ---- many_cancellers ------------------------------------------------- */
+/* ---- many_cancellers ---------------------------------------------------- */
 
 #define NCANCELLERS 4
 
@@ -413,7 +422,7 @@ static void many_cancellers(void) {
 }
 
 
-/* ---- arg_ownership ---------------------------------------------------- */
+/* ---- arg_ownership ------------------------------------------------------ */
 
 typedef struct {
   uint64_t repeat;
@@ -545,7 +554,7 @@ static void arg_ownership(void) {
 }
 
 
-/* ---- before_drain ----------------------------------------------------- */
+/* ---- before_drain ------------------------------------------------------- */
 
 static task_t bd[6];
 
@@ -602,7 +611,7 @@ static void before_drain(void) {
 }
 
 
-/* ---- self_cancel ------------------------------------------------------ */
+/* ---- self_cancel -------------------------------------------------------- */
 
 static task_t sc[4];
 static atomic_int sc_submitted;
@@ -659,7 +668,7 @@ static void self_cancel(void) {
 }
 
 
-/* ---- id_zero ---------------------------------------------------------- */
+/* ---- id_zero ------------------------------------------------------------ */
 
 static void id_zero(void) {
   task_t t;
@@ -677,7 +686,7 @@ static void id_zero(void) {
 }
 
 
-/* ---- pool_queued ---------------------------------------------------- */
+/* ---- pool_queued -------------------------------------------------------- */
 
 static task_t pq_blk[4];
 static task_t pq[3];
@@ -761,7 +770,7 @@ static void pool_queued(void) {
 }
 
 
-/* ---- chain ------------------------------------------------------------ */
+/* ---- chain -------------------------------------------------------------- */
 
 #define MAX_CHAIN 2000
 
@@ -818,7 +827,7 @@ static void chain(void) {
 }
 
 
-/* ---- stale_ids -------------------------------------------------------- */
+/* ---- stale_ids ---------------------------------------------------------- */
 
 static task_t* st_cur;
 
@@ -901,6 +910,159 @@ static void stale_ids(void) {
 }
 
 
+/* ---- exactly_once_endings ----------------------------------------------- */
+
+#define ER_TASKS 400
+
+static task_t er_tasks[ER_TASKS];
+static atomic_int er_ends[ER_TASKS]; /* cancels that returned 0 or EBUSY */
+static atomic_int er_published;      /* tasks whose id is stored */
+static atomic_int er_stop;
+static uv_thread_t er_cancellers[2];
+static uv_timer_t er_close_timer;
+static int er_n;
+
+
+static void er_producer(void* arg) {
+  task_t* t;
+  unsigned flags;
+  int first;
+  int i;
+
+  first = (int) (intptr_t) arg;
+  for (i = first; i < er_n; i += 2) {
+    t = &er_tasks[i];
+    flags = i % 2 == 0 ? UVTW_THREADPOOL : 0;
+    if (flags != 0 && i % 3 == 0)
+      t->sleep_ms = 1; /* so that some cancels find it running */
+    switch (i % 8 / 2) {
+    case 0: /* repeating, cancels itself from its third run */
+      t->self_cancel_at = 3;
+      submit(t, (uint64_t) (i % 7), 1, flags);
+      break;
+    case 1: /* repeating, long period: live at close */
+      submit(t, (uint64_t) (i % 5), 150, flags);
+      break;
+    case 2: /* one-shot, soon */
+      submit(t, (uint64_t) (i % 9), 0, flags);
+      break;
+    default: /* one-shot, due after close */
+      submit(t, 3600 * 1000, 0, flags);
+      break;
+    }
+    /* Published: the cancellers read the id only after this. */
+    while (atomic_load(&er_published) != i)
+      uv_sleep(0);
+    atomic_store(&er_published, i + 1);
+  }
+}
+
+
+static void er_canceller(void* arg) {
+  unsigned seed;
+  int runs_before;
+  int n;
+  int i;
+  int r;
+
+  seed = (unsigned) (intptr_t) arg;
+  while (!atomic_load(&er_stop)) {
+    n = atomic_load(&er_published);
+    for (i = 0; i < n && !atomic_load(&er_stop); i++) {
+      seed = seed * 1103515245u + 12345u;
+      if ((seed >> 16) % 512 != 0)
+        continue;
+      runs_before = atomic_load(&er_tasks[i].runs);
+      r = uvtw_cancel(wheel, er_tasks[i].id);
+      ASSERT(r == 0 || r == UV_EBUSY || r == UV_ENOENT);
+      if (r != UV_ENOENT)
+        ASSERT_EQ(0, atomic_fetch_add(&er_ends[i], 1));
+      note_cancel(&er_tasks[i], runs_before, r);
+    }
+    uv_sleep(1);
+  }
+}
+
+
+static void er_close_cb(uvtw_wheel_t* w) {
+  ASSERT_PTR_EQ(w, wheel);
+  /* Every call returns before this callback does. */
+  atomic_store(&er_stop, 1);
+  ASSERT_UV_OK(uv_thread_join(&er_cancellers[0]));
+  ASSERT_UV_OK(uv_thread_join(&er_cancellers[1]));
+  atomic_fetch_add(&close_cb_called, 1);
+}
+
+
+static void er_close_now(uv_timer_t* handle) {
+  uv_close((uv_handle_t*) handle, NULL);
+  uv_close((uv_handle_t*) &poll_timer, NULL);
+  uv_close((uv_handle_t*) &spin_idle, NULL);
+  ASSERT_EQ(0, uvtw_wheel_close(wheel, er_close_cb));
+}
+
+
+static void exactly_once_endings(void) {
+  uv_thread_t producers[2];
+  int outcomes[4];
+  task_t* t;
+  int ended;
+  int i;
+
+  er_n = scale_n(ER_TASKS, 2);
+  if (er_n > ER_TASKS)
+    er_n = ER_TASKS;
+  setup(0);
+  atomic_store(&er_published, 0);
+  atomic_store(&er_stop, 0);
+  for (i = 0; i < er_n; i++) {
+    task_init(&er_tasks[i]);
+    atomic_store(&er_ends[i], 0);
+  }
+  ASSERT_UV_OK(uv_thread_create(&er_cancellers[0], er_canceller,
+                                (void*) (intptr_t) 1));
+  ASSERT_UV_OK(uv_thread_create(&er_cancellers[1], er_canceller,
+                                (void*) (intptr_t) 2));
+  ASSERT_UV_OK(uv_thread_create(&producers[0], er_producer,
+                                (void*) (intptr_t) 0));
+  ASSERT_UV_OK(uv_thread_create(&producers[1], er_producer,
+                                (void*) (intptr_t) 1));
+  ASSERT_UV_OK(uv_timer_init(&loop, &er_close_timer));
+  ASSERT_UV_OK(uv_timer_start(&er_close_timer, er_close_now, 200, 0));
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_UV_OK(uv_thread_join(&producers[0]));
+  ASSERT_UV_OK(uv_thread_join(&producers[1]));
+  ASSERT_EQ(1, atomic_load(&close_cb_called));
+  ASSERT_EQ(0, uv_loop_close(&loop));
+  memset(outcomes, 0, sizeof(outcomes));
+  for (i = 0; i < er_n; i++) {
+    t = &er_tasks[i];
+    outcomes[0] += atomic_load(&t->cancelled);
+    outcomes[1] += atomic_load(&t->busy);
+    outcomes[2] += atomic_load(&t->finals);
+    outcomes[3] += atomic_load(&t->runs) > 0;
+  }
+  fprintf(stderr, "%d tasks: cancelled %d, busy %d, final calls %d, ran %d\n",
+          er_n, outcomes[0], outcomes[1], outcomes[2], outcomes[3]);
+  for (i = 0; i < er_n; i++) {
+    t = &er_tasks[i];
+    ended = atomic_load(&er_ends[i]) + atomic_load(&t->finals) +
+            (t->self_cancel_at != 0 &&
+             atomic_load(&t->self_cancel_result) == 0 &&
+             atomic_load(&t->runs) >= t->self_cancel_at);
+    if (t->repeat == 0 && atomic_load(&er_ends[i]) == 0)
+      ended += atomic_load(&t->runs); /* a one-shot's run is its end */
+    if (ended != 1)
+      fprintf(stderr, "task %d (repeat %llu, flags %u): %d endings: runs %d, "
+              "cancels %d, finals %d, self %d\n", i,
+              (unsigned long long) t->repeat, t->flags, ended,
+              atomic_load(&t->runs), atomic_load(&er_ends[i]),
+              atomic_load(&t->finals), atomic_load(&t->self_cancel_result));
+    ASSERT_EQ(1, ended);
+  }
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(same_pass),
   TEST_CASE(id_zero),
@@ -913,6 +1075,7 @@ static const test_case_t cases[] = {
   TEST_CASE(pool_queued),
   TEST_CASE(chain),
   TEST_CASE(stale_ids),
+  TEST_CASE(exactly_once_endings),
 };
 
 

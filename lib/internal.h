@@ -22,8 +22,25 @@
  *   lazy re-arm  restarting a filed timer to a later deadline by rewriting
  *                only its deadline; its old slot comes due first and
  *                re-files it then.
+ *   crowded      a slot of more timers than tighten looks at: the driver's
+ *                wake-up for it may be early (never late).
+ *   task         work submitted by uvtw_submit, from any thread: a node of
+ *                the wheel's pool (task-pool.c) with a timer of its own.
+ *   record       a thread's record of a wheel (task-record.c): its cache
+ *                of free nodes, its queue of ids and its counters.
+ *   block        one page of a record's queue: ids that only the owner
+ *                writes and only the loop reads.
+ *   take in      the loop reads an id from a queue and files the task's
+ *                timer (task.c); from then on the loop holds the task.
+ *   take back    a cancel that wins against a task the loop has not taken
+ *                in: the canceller frees the node, and marks its slot with
+ *                a tombstone if it can (task-submit.c).
+ *   tombstone    the value of a queue slot whose task was taken back.
  *   notice       a cancelled task's id put in the canceller's queue, so
  *                the loop unfiles its timer promptly (task-submit.c).
+ *   held         a task the loop keeps itself alive for: taken in, or
+ *                submitted on the loop thread, and not yet freed.
+ *   backlog      ids a drain left in a queue; they hold the loop too.
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
  *                wheel closes. */
 

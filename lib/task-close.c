@@ -94,14 +94,14 @@ static void run_finals(uvtw_wheel_t* wheel) {
  * are waited for by their shared count.  Acquire: what a call did before
  * it left is visible to close from here on. */
 static int calls_inside(uvtw__tasks_t* tasks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uint64_t calls;
   int inside;
 
   uvtw__fence();
   inside = atomic_load_explicit(&tasks->calls_shared,
                                 memory_order_acquire) != 0;
-  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+  for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next) {
     calls = atomic_load_explicit(&rec->calls, memory_order_acquire);
     if (rec->close_seen == 0)

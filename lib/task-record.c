@@ -23,7 +23,7 @@
  * max_tasks set, a submit also reserves its place in `reserved` by one
  * CAS and every end returns it: exact, at the price of one shared line.
  * The stats count a task cancelled before the loop took it in by its
- * canceller (`retracted` per record, `retracted_shared`), at once.
+ * canceller (`taken_back` per record, `taken_back_shared`), at once.
  *
  * Liveness.  The loop holds itself alive (the async handle referenced) for
  */
@@ -44,7 +44,7 @@ _Thread_local uvtw__tls_t uvtw__tls __attribute__((tls_model("initial-exec")));
 
 
 /* A zeroed block for the owner's queue: a consumed one, or a new one. */
-static uvtw__block_t* block_new(uvtw__producer_t* rec) {
+static uvtw__block_t* block_new(uvtw__record_t* rec) {
   uvtw__block_t* b;
 
   if (rec->spare == NULL)
@@ -53,7 +53,7 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
   b = rec->spare;
   if (b != NULL) {
     rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
-    uvtw__own_add(&rec->taken_back, 1, memory_order_relaxed);
+    uvtw__own_add(&rec->blocks_reused, 1, memory_order_relaxed);
   } else {
     b = uvtw__line_alloc(sizeof(*b));
     if (b == NULL)
@@ -67,8 +67,8 @@ static uvtw__block_t* block_new(uvtw__producer_t* rec) {
 
 /* A new record of the calling thread, already marked inside a call
  * (`calls` 1), pushed on the wheel's list; NULL if out of memory. */
-static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
-  uvtw__producer_t* rec;
+static uvtw__record_t* record_new(uvtw_wheel_t* wheel) {
+  uvtw__record_t* rec;
 
   rec = uvtw__line_alloc(sizeof(*rec));
   if (rec == NULL)
@@ -81,10 +81,10 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
   rec->rblock = rec->wblock;
   atomic_init(&rec->owner, &uvtw__tls.token);
   atomic_init(&rec->calls, 1);
-  rec->next = atomic_load_explicit(&wheel->tasks.producers,
+  rec->next = atomic_load_explicit(&wheel->tasks.records,
                                    memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(
-      &wheel->tasks.producers, &rec->next, rec, memory_order_release,
+      &wheel->tasks.records, &rec->next, rec, memory_order_release,
       memory_order_relaxed))
     ;
   return rec;
@@ -92,9 +92,9 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
 
 
 /* enter's search, when the wheel is not the one this thread used last. */
-__attribute__((noinline)) uvtw__producer_t* uvtw__record_enter_search(
+__attribute__((noinline)) uvtw__record_t* uvtw__record_enter_search(
     uvtw_wheel_t* wheel) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uvtw__tasks_t* tasks;
   uvtw__tls_record_t hit;
   unsigned i;
@@ -119,7 +119,7 @@ __attribute__((noinline)) uvtw__producer_t* uvtw__record_enter_search(
      * thread-local block this thread now has (so it is this thread's
      * too), or a new one. */
     i = TLS_RECORDS - 1;
-    for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+    for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
          rec != NULL; rec = rec->next)
       if (atomic_load_explicit(&rec->owner, memory_order_relaxed) ==
           &uvtw__tls.token)
@@ -151,7 +151,7 @@ __attribute__((noinline)) uvtw__producer_t* uvtw__record_enter_search(
  * batch, else one never-used node (one at a time, so that an ended node is
  * reused before a fresh one is touched). */
 uvtw__task_t* uvtw__record_cache_get(uvtw__tasks_t* tasks,
-                                     uvtw__producer_t* rec) {
+                                     uvtw__record_t* rec) {
   uint64_t gens[UVTW__BATCH];
   unsigned i;
 
@@ -175,7 +175,7 @@ uvtw__task_t* uvtw__record_cache_get(uvtw__tasks_t* tasks,
  * next submit reuses a line still in this core's cache); half of a full
  * cache goes back to the pool. */
 void uvtw__record_cache_put(uvtw__tasks_t* tasks,
-                            uvtw__producer_t* rec,
+                            uvtw__record_t* rec,
                             uvtw__task_t* node) {
   if (rec->ncache == UVTW__CACHE) {
     uvtw__pool_give_batch(&tasks->pool, rec->cache, UVTW__BATCH);
@@ -189,7 +189,7 @@ void uvtw__record_cache_put(uvtw__tasks_t* tasks,
 
 /* Makes room for one more id in the owner's queue: links a new block when
  * the current one is full.  Non-zero if out of memory. */
-int uvtw__record_queue_room(uvtw__producer_t* rec) {
+int uvtw__record_queue_room(uvtw__record_t* rec) {
   uvtw__block_t* b;
 
   if (rec->widx < UVTW__BLOCK_IDS)
@@ -205,7 +205,7 @@ int uvtw__record_queue_room(uvtw__producer_t* rec) {
 
 
 /* Non-zero if the record's queue holds an id the loop has not read. */
-static int record_busy(uvtw__producer_t* rec) {
+static int record_busy(uvtw__record_t* rec) {
   if (rec->ridx == UVTW__BLOCK_IDS)
     return atomic_load_explicit(&rec->rblock->next, memory_order_relaxed) !=
            NULL;
@@ -218,11 +218,11 @@ static int record_busy(uvtw__producer_t* rec) {
  * taken in.  A relaxed look: what another thread published before
  * something that happens-before this call (a join, a lock) is seen. */
 int uvtw__records_busy(uvtw__tasks_t* tasks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 
-  if (atomic_load_explicit(&tasks->queue, memory_order_relaxed) != NULL)
+  if (atomic_load_explicit(&tasks->notices, memory_order_relaxed) != NULL)
     return 1;
-  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+  for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next)
     if (record_busy(rec))
       return 1;
@@ -234,21 +234,21 @@ int uvtw__records_busy(uvtw__tasks_t* tasks) {
  * back to the owner, or is freed if the owner has spares enough.  Nobody
  * else refers to it: only the loop reads a block, and only the owner
  * writes one, the one it fills (retract), which the loop has not passed. */
-void uvtw__record_block_return(uvtw__producer_t* rec,
+void uvtw__record_block_return(uvtw__record_t* rec,
                                uvtw__block_t* b) {
   uvtw__block_t* top;
   uint64_t handed;
   unsigned i;
 
-  handed = atomic_load_explicit(&rec->handed_back, memory_order_relaxed);
+  handed = atomic_load_explicit(&rec->blocks_handed, memory_order_relaxed);
   /* A stale taken_back only makes the loop free a block early. */
-  if (handed - atomic_load_explicit(&rec->taken_back, memory_order_relaxed) >=
+  if (handed - atomic_load_explicit(&rec->blocks_reused, memory_order_relaxed) >=
       SPARE_BLOCKS) {
     atomic_fetch_sub_explicit(&rec->nblocks, 1, memory_order_relaxed);
     uvtw__line_free(b);
     return;
   }
-  atomic_store_explicit(&rec->handed_back, handed + 1, memory_order_relaxed);
+  atomic_store_explicit(&rec->blocks_handed, handed + 1, memory_order_relaxed);
   for (i = 0; i < UVTW__BLOCK_IDS; i++)
     atomic_store_explicit(&b->slot[i], 0, memory_order_relaxed);
   top = atomic_load_explicit(&rec->returned, memory_order_relaxed);
@@ -269,17 +269,17 @@ void uvtw__record_block_return(uvtw__producer_t* rec,
  * a task that ended during this call may count as live, never the
  * reverse. */
 uint64_t uvtw__records_live(const uvtw__tasks_t* tasks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uint64_t ended;
   uint64_t submitted;
 
   ended = atomic_load_explicit(&tasks->loop_ended, memory_order_seq_cst) +
           atomic_load_explicit(&tasks->ended_shared, memory_order_seq_cst);
-  for (rec = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
+  for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
        rec != NULL; rec = rec->next)
     ended += atomic_load_explicit(&rec->ended, memory_order_seq_cst);
   submitted = 0;
-  for (rec = atomic_load_explicit(&tasks->producers, memory_order_seq_cst);
+  for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
        rec != NULL; rec = rec->next)
     submitted += atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
   return submitted > ended ? submitted - ended : 0;
@@ -305,11 +305,11 @@ void uvtw__records_init(uvtw__tasks_t* tasks) {
 
 
 void uvtw__records_free(uvtw__tasks_t* tasks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 
-  while ((rec = atomic_load_explicit(&tasks->producers,
+  while ((rec = atomic_load_explicit(&tasks->records,
                                      memory_order_relaxed)) != NULL) {
-    atomic_store_explicit(&tasks->producers, rec->next, memory_order_relaxed);
+    atomic_store_explicit(&tasks->records, rec->next, memory_order_relaxed);
     /* Each block is in the queue, the returned stack or the spare list. */
     free_chain(rec->rblock);
     free_chain(atomic_load_explicit(&rec->returned, memory_order_relaxed));
@@ -319,14 +319,14 @@ void uvtw__records_free(uvtw__tasks_t* tasks) {
 }
 
 
-uint64_t uvtw__records_retracted(const uvtw__tasks_t* tasks) {
-  uvtw__producer_t* rec;
-  uint64_t retracted;
+uint64_t uvtw__records_taken_back(const uvtw__tasks_t* tasks) {
+  uvtw__record_t* rec;
+  uint64_t taken_back;
 
-  retracted = atomic_load_explicit(&tasks->retracted_shared,
+  taken_back = atomic_load_explicit(&tasks->taken_back_shared,
                                    memory_order_relaxed);
-  for (rec = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+  for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next)
-    retracted += atomic_load_explicit(&rec->retracted, memory_order_relaxed);
-  return retracted;
+    taken_back += atomic_load_explicit(&rec->taken_back, memory_order_relaxed);
+  return taken_back;
 }

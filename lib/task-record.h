@@ -14,7 +14,7 @@
  * id carries. */
 #define TOMBSTONE ((uint64_t) 1 << UVTW__GEN_BITS)
 
-/* A producer's queue is a chain of blocks of ids, each one page: only the
+/* A record's queue is a chain of blocks of ids, each one page: only the
  * producer writes ids, only the loop reads them (8 per cache line), and a
  * consumed block goes back to its producer.  Slot values: 0 not written
  * yet, an id, or TOMBSTONE. */
@@ -37,10 +37,10 @@ struct uvtw__block_s {
  * ids that only this thread fills and only the loop empties. */
 #define UVTW__CACHE 64 /* free nodes; at least 2 * UVTW__BATCH */
 
-typedef struct uvtw__producer_s uvtw__producer_t;
-struct uvtw__producer_s {
+typedef struct uvtw__record_s uvtw__record_t;
+struct uvtw__record_s {
   /* Written once, before the record is published. */
-  uvtw__producer_t* next; /* in the wheel's list, never removed */
+  uvtw__record_t* next; /* in the wheel's list, never removed */
   /* The owning thread's token (uvtw__tls_t); a new thread may adopt it. */
   _Atomic(const char*) owner;
 
@@ -51,20 +51,20 @@ struct uvtw__producer_s {
    * (task-close.c). */
   _Atomic uint64_t calls;
   _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
-  _Atomic uint64_t retracted; /* of those, before the loop took them in */
+  _Atomic uint64_t taken_back; /* of those, before the loop took them in */
   uvtw__block_t* wblock;      /* the block being filled */
   unsigned widx;              /* its next slot */
   unsigned ncache;
   uvtw__block_t* spare;       /* consumed blocks, ready for reuse */
   /* Blocks taken from `spare` (the loop's handed_back minus this is about
    * how many wait there or in `returned`). */
-  _Atomic uint64_t taken_back;
+  _Atomic uint64_t blocks_reused;
 
   /* The loop's. */
   _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
   uvtw__block_t* rblock; /* the block being read */
   unsigned ridx;         /* its next slot */
-  _Atomic uint64_t handed_back; /* blocks pushed on `returned` */
+  _Atomic uint64_t blocks_handed; /* blocks pushed on `returned` */
   /* Blocks allocated and not freed: the owner adds, the loop subtracts. */
   _Atomic uint64_t nblocks;
   /* Close: the `calls` value it waits to see change (0: not read yet). */
@@ -80,7 +80,7 @@ struct uvtw__producer_s {
 typedef struct {
   const uvtw_wheel_t* wheel;
   uint64_t serial;
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 } uvtw__tls_record_t;
 
 /* This thread's state, in one thread-local object (task-record.c).
@@ -105,27 +105,27 @@ extern _Thread_local uvtw__tls_t uvtw__tls
     __attribute__((tls_model("initial-exec")));
 
 /* enter's search, when the wheel is not the one this thread used last. */
-uvtw__producer_t* uvtw__record_enter_search(uvtw_wheel_t* wheel);
+uvtw__record_t* uvtw__record_enter_search(uvtw_wheel_t* wheel);
 /* A free node from the record's cache, refilled from the pool; NULL when
  * out of memory. */
 uvtw__task_t* uvtw__record_cache_get(uvtw__tasks_t* tasks,
-                                     uvtw__producer_t* rec);
+                                     uvtw__record_t* rec);
 /* A FREE node back into the record's cache. */
 void uvtw__record_cache_put(uvtw__tasks_t* tasks,
-                            uvtw__producer_t* rec,
+                            uvtw__record_t* rec,
                             uvtw__task_t* node);
 /* Makes room for one more id in the owner's queue; non-zero (UV_ENOMEM)
  * if out of memory. */
-int uvtw__record_queue_room(uvtw__producer_t* rec);
+int uvtw__record_queue_room(uvtw__record_t* rec);
 /* Loop thread: done with a block of the record's queue. */
-void uvtw__record_block_return(uvtw__producer_t* rec, uvtw__block_t* b);
+void uvtw__record_block_return(uvtw__record_t* rec, uvtw__block_t* b);
 /* Non-zero if a queue (or the notice stack) holds something the loop has
  * not taken in. */
 int uvtw__records_busy(uvtw__tasks_t* tasks);
 /* Live tasks, counted over the records (any thread). */
 uint64_t uvtw__records_live(const uvtw__tasks_t* tasks);
 /* Tasks cancelled before the loop took them in, over the records. */
-uint64_t uvtw__records_retracted(const uvtw__tasks_t* tasks);
+uint64_t uvtw__records_taken_back(const uvtw__tasks_t* tasks);
 /* Gives the wheel its serial and its loop thread (the calling one). */
 void uvtw__records_init(uvtw__tasks_t* tasks);
 /* Frees every record and its blocks (the wheel is being freed). */
@@ -133,7 +133,7 @@ void uvtw__records_free(uvtw__tasks_t* tasks);
 
 
 /* The owner marks its record inside a call (odd `calls`). */
-static inline void record_enter(uvtw__producer_t* rec) {
+static inline void record_enter(uvtw__record_t* rec) {
   uvtw__own_add(&rec->calls, 1, memory_order_relaxed);
 }
 
@@ -148,8 +148,8 @@ static inline void record_enter(uvtw__producer_t* rec) {
  * before the caller's load of the close word: one side of a Dekker pair
  * whose other side is close's seq_cst read-modify-write of that word,
  * then a fence, then its loads of the marks (calls_inside). */
-static inline uvtw__producer_t* enter(uvtw_wheel_t* wheel) {
-  uvtw__producer_t* rec;
+static inline uvtw__record_t* enter(uvtw_wheel_t* wheel) {
+  uvtw__record_t* rec;
 
   if (uvtw__tls.records[0].wheel == wheel &&
       uvtw__tls.records[0].serial == wheel->tasks.serial) {
@@ -165,7 +165,7 @@ static inline uvtw__producer_t* enter(uvtw_wheel_t* wheel) {
 
 /* The call is done with the wheel (release: close, which reads the mark
  * with acquire, sees everything the call did). */
-static inline void leave(uvtw_wheel_t* wheel, uvtw__producer_t* rec) {
+static inline void leave(uvtw_wheel_t* wheel, uvtw__record_t* rec) {
   if (rec != NULL)
     uvtw__own_add(&rec->calls, 1, memory_order_release);
   else
@@ -177,7 +177,7 @@ static inline void leave(uvtw_wheel_t* wheel, uvtw__producer_t* rec) {
 /* The owner puts an id in its queue (after queue_room) and returns its
  * slot.  A release store: the loop that reads the id (acquire) sees the
  * node as written before.  The caller then wakes the loop (wake_loop). */
-static inline _Atomic uint64_t* queue_put(uvtw__producer_t* rec, uvtw_id_t id) {
+static inline _Atomic uint64_t* queue_put(uvtw__record_t* rec, uvtw_id_t id) {
   _Atomic uint64_t* slot;
 
   UVTW__ASSERT(rec->widx < UVTW__BLOCK_IDS);
@@ -217,7 +217,7 @@ static inline void publish_fence(void) {
 
 
 /* An end of a live task, counted by the thread that ended it. */
-static inline void count_end(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+static inline void count_end(uvtw__tasks_t* tasks, uvtw__record_t* rec) {
   if (tasks->max_tasks != 0)
     atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
   if (rec != NULL)

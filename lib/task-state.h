@@ -32,7 +32,7 @@
  *           CLOSED -> DONE after its final call.
  *
  * Who owns a node, by its flags:
- *   IN_RING   its id is in a producer's queue slot that the loop has not
+ *   IN_QUEUE  its id is in a record's queue slot that the loop has not
  *             taken.  The loop takes it with a CAS that clears the flag.  A
  *             cancel that wins against it clears the flag too, and then
  *             owns the node: the loop never saw the task, so the canceller
@@ -44,7 +44,7 @@
  *             holds already: a cancel on the loop thread takes it back
  *             too (and lets go of it in `held`), so that submit+cancel
  *             pairs there reuse one node; a cancel from another thread
- *             leaves it IN_RING, and the loop frees it when it reads the
+ *             leaves it IN_QUEUE, and the loop frees it when it reads the
  *             slot.  That canceller sets COUNTED and counts it in the
  *             stats, as for a task taken back.
  *   NOTICE    a cancel won after the loop took the task in, and put the id
@@ -76,7 +76,7 @@ enum {
 enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 
 #define STATE_MASK ((uint64_t) 0xff)
-#define IN_RING ((uint64_t) 0x100) /* in a producer's queue */
+#define IN_QUEUE ((uint64_t) 0x100) /* in a record's queue */
 #define IN_STACK ((uint64_t) 0x200)
 #define NOTICE ((uint64_t) 0x400)
 /* UVTW_THREADPOOL: set by submit, fixed for the task's life. */
@@ -87,7 +87,7 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
  * canceller (the loop frees it, but counts it in neither `accepted` nor
  * `cancelled`). */
 #define COUNTED ((uint64_t) 0x2000)
-#define QUEUE_FLAGS (IN_RING | IN_STACK | NOTICE)
+#define QUEUE_FLAGS (IN_QUEUE | IN_STACK | NOTICE)
 #define STATE(word) ((unsigned) ((word) & STATE_MASK))
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)

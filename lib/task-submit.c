@@ -12,7 +12,7 @@
 /* uvtw_submit inside the wheel (enter): the task's node from the record's
  * cache, filled, and its id published in the record's queue. */
 static int submit_inside(uvtw_wheel_t* wheel,
-                         uvtw__producer_t* rec,
+                         uvtw__record_t* rec,
                          uint64_t deadline_ms,
                          uint64_t repeat_ms,
                          unsigned flags,
@@ -69,7 +69,7 @@ static int submit_inside(uvtw_wheel_t* wheel,
   if (id != NULL)
     *id = id_of(node, gen);
   /* Published to the loop by the release store in queue_put. */
-  atomic_store_explicit(&node->state, word | IN_RING, memory_order_relaxed);
+  atomic_store_explicit(&node->state, word | IN_QUEUE, memory_order_relaxed);
   node->q.slot = &rec->wblock->slot[rec->widx];
   queue_put(rec, id_of(node, gen));
   publish_fence();
@@ -85,7 +85,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_task_cb cb,
                 void* arg,
                 uvtw_id_t* id) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uint64_t start_ms;
   uint64_t deadline_ms;
   int err;
@@ -118,11 +118,11 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 
 /* A task cancelled before the loop took it in, for the stats: counted by
  * its canceller, in the stats at once (uvtw_stats_t). */
-static void count_retracted(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
+static void count_taken_back(uvtw__tasks_t* tasks, uvtw__record_t* rec) {
   if (rec != NULL)
-    uvtw__own_add(&rec->retracted, 1, memory_order_relaxed);
+    uvtw__own_add(&rec->taken_back, 1, memory_order_relaxed);
   else
-    atomic_fetch_add_explicit(&tasks->retracted_shared, 1,
+    atomic_fetch_add_explicit(&tasks->taken_back_shared, 1,
                               memory_order_relaxed);
 }
 
@@ -131,8 +131,8 @@ static void count_retracted(uvtw__tasks_t* tasks, uvtw__producer_t* rec) {
  * its own.  The task's slot is marked, so that the loop reads no node for
  * it; by a CAS, since the slot may be another thread's, and reused by now
  * (ids are never reused, so a reused slot never matches). */
-static void retract(uvtw__tasks_t* tasks,
-                    uvtw__producer_t* rec,
+static void take_back(uvtw__tasks_t* tasks,
+                    uvtw__record_t* rec,
                     uvtw__task_t* node,
                     uvtw_id_t id) {
   _Atomic uint64_t* slot;
@@ -142,12 +142,12 @@ static void retract(uvtw__tasks_t* tasks,
    * the loop has not moved past (so it is neither handed back nor freed).
    * A slot in an older block may be freed by now
    * (uvtw__record_block_return): the id stays there, and the loop, finding
-   * IN_RING gone or a newer generation, skips it. */
+   * IN_QUEUE gone or a newer generation, skips it. */
   if (rec != NULL && slot >= rec->wblock->slot &&
       slot < rec->wblock->slot + rec->widx &&
       atomic_load_explicit(slot, memory_order_relaxed) == id)
     atomic_store_explicit(slot, TOMBSTONE, memory_order_relaxed);
-  count_retracted(tasks, rec);
+  count_taken_back(tasks, rec);
   if (rec == NULL) {
     if (recycle(node))
       uvtw__pool_give_batch(&tasks->pool, &node, 1);
@@ -171,14 +171,14 @@ static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
 
 
 static int cancel_node(uvtw_wheel_t* wheel,
-                       uvtw__producer_t* rec,
+                       uvtw__record_t* rec,
                        uvtw__task_t* node,
                        uvtw_id_t id,
                        int* ended) {
   uint64_t word;
   uint64_t next;
   uint64_t gen;
-  int ring;
+  int notice;
 
   gen = id & UVTW__GEN_MASK;
   word = atomic_load_explicit(&node->state, memory_order_acquire);
@@ -187,19 +187,19 @@ static int cancel_node(uvtw_wheel_t* wheel,
       return UV_ENOENT;
     if (STATE(word) == T_PENDING || STATE(word) == T_QUEUED) {
       /* Waiting: cancelled.  Who frees the node depends on where it is. */
-      ring = 0;
+      notice = 0;
       next = WITH_STATE(word, T_CANCELLED);
-      if ((word & IN_RING) &&
+      if ((word & IN_QUEUE) &&
           (!(word & LOOP_HELD) ||
            wheel->tasks.loop_thread == &uvtw__tls.token))
-        next &= ~IN_RING; /* taken back: ours (on the loop thread, also a
+        next &= ~IN_QUEUE; /* taken back: ours (on the loop thread, also a
                            * task the loop holds, which it then lets go) */
-      else if (word & IN_RING)
+      else if (word & IN_QUEUE)
         next |= COUNTED; /* the loop will find it, and free it */
       else if (word & IN_STACK)
         ; /* the loop will find it */
       else if (rec != NULL && uvtw__record_queue_room(rec) == 0)
-        next |= NOTICE, ring = 1;
+        next |= NOTICE, notice = 1;
       else
         next |= IN_STACK; /* no record: the wheel's stack */
       if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
@@ -207,22 +207,22 @@ static int cancel_node(uvtw_wheel_t* wheel,
                                                  memory_order_acquire))
         continue;
       *ended = 1;
-      if ((word & IN_RING) && !(next & IN_RING)) {
+      if ((word & IN_QUEUE) && !(next & IN_QUEUE)) {
         if (word & LOOP_HELD) {
           /* The loop thread: no drain runs now, and `held` is its own. */
           UVTW__ASSERT(node->held);
           node->held = 0;
           wheel->tasks.held--;
         }
-        retract(&wheel->tasks, rec, node, id);
+        take_back(&wheel->tasks, rec, node, id);
       } else if (next & COUNTED) {
-        count_retracted(&wheel->tasks, rec);
-      } else if (ring) {
+        count_taken_back(&wheel->tasks, rec);
+      } else if (notice) {
         queue_put(rec, id);
         publish_fence();
         wake_loop(wheel);
       } else if ((next & IN_STACK) && !(word & IN_STACK)) {
-        stack_push(&wheel->tasks.queue, node);
+        stack_push(&wheel->tasks.notices, node);
         publish_fence();
         wake_loop(wheel);
       }
@@ -248,7 +248,7 @@ static int cancel_node(uvtw_wheel_t* wheel,
 
 
 int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
   int ended;

@@ -266,7 +266,7 @@ static void take_slot(uvtw_wheel_t* wheel, uvtw_id_t id) {
   for (;;) {
     if (GEN(word) != (id & UVTW__GEN_MASK))
       return;
-    flag = word & NOTICE ? NOTICE : word & IN_RING ? IN_RING : 0;
+    flag = word & NOTICE ? NOTICE : word & IN_QUEUE ? IN_QUEUE : 0;
     if (flag == 0)
       return;
     if (atomic_compare_exchange_weak_explicit(&node->state, &word,
@@ -304,7 +304,7 @@ static size_t take_stack(uvtw_wheel_t* wheel, uvtw__task_t* top) {
 /* Takes in up to `budget` of one record's submissions and notices, oldest
  * first.  Returns how many ids it read. */
 static size_t drain_record(uvtw_wheel_t* wheel,
-                           uvtw__producer_t* rec,
+                           uvtw__record_t* rec,
                            size_t budget) {
   uvtw__block_t* b;
   uvtw__block_t* next;
@@ -346,17 +346,17 @@ static size_t drain_record(uvtw_wheel_t* wheel,
  * could otherwise take the whole budget batch after batch).  Returns
  * non-zero if work remains. */
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
-  uvtw__producer_t* first;
-  uvtw__producer_t* rec;
+  uvtw__record_t* first;
+  uvtw__record_t* rec;
   uvtw__tasks_t* tasks;
   size_t records;
   size_t share;
   size_t count;
 
   tasks = &wheel->tasks;
-  first = atomic_load_explicit(&tasks->producers, memory_order_acquire);
+  first = atomic_load_explicit(&tasks->records, memory_order_acquire);
   count = take_stack(
-      wheel, atomic_exchange_explicit(&tasks->queue, NULL,
+      wheel, atomic_exchange_explicit(&tasks->notices, NULL,
                                       memory_order_acquire));
   records = 0;
   for (rec = first; rec != NULL; rec = rec->next)
@@ -581,12 +581,12 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
   uvtw__records_init(tasks);
   atomic_init(&tasks->close_word, 0);
   atomic_init(&tasks->wake_pending, 0);
-  atomic_init(&tasks->producers, NULL);
+  atomic_init(&tasks->records, NULL);
   atomic_init(&tasks->reserved, 0);
   atomic_init(&tasks->ended_shared, 0);
-  atomic_init(&tasks->retracted_shared, 0);
+  atomic_init(&tasks->taken_back_shared, 0);
   atomic_init(&tasks->loop_ended, 0);
-  atomic_init(&tasks->queue, NULL);
+  atomic_init(&tasks->notices, NULL);
   uvtw__list_init(&tasks->in_pool);
   uvtw__list_init(&tasks->final);
   return uvtw__pool_init(&tasks->pool);
@@ -618,17 +618,17 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
 
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   const uvtw__tasks_t* tasks;
-  uint64_t retracted;
+  uint64_t taken_back;
 
   tasks = &wheel->tasks;
-  retracted = uvtw__records_retracted(tasks);
+  taken_back = uvtw__records_taken_back(tasks);
   out->tasks_live = uvtw__records_live(tasks);
   out->async_wakeups = tasks->async_wakeups;
   /* A task cancelled before the loop took it in never reached the loop:
    * its canceller counted it. */
-  out->tasks_accepted = tasks->accepted + retracted;
+  out->tasks_accepted = tasks->accepted + taken_back;
   out->tasks_run = tasks->run;
-  out->tasks_cancelled = tasks->cancelled + retracted;
+  out->tasks_cancelled = tasks->cancelled + taken_back;
   out->tasks_closed = tasks->closed;
   out->queue_high_water = tasks->high_water;
 }

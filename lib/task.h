@@ -14,7 +14,7 @@
 #include "task-pool.h"
 #include "uvtw.h"
 
-typedef struct uvtw__producer_s uvtw__producer_t;
+typedef struct uvtw__record_s uvtw__record_t;
 
 /* Ids and nodes one async callback takes in before yielding to the rest of
  * the loop; the remainder waits for the next iteration.  (The tests make
@@ -48,8 +48,8 @@ typedef struct uvtw__tasks_s {
    * of a thread's cached record (a new wheel at a freed wheel's address
    * has a new serial). */
   uint64_t serial;
-  /* Producer records, newest first. */
-  uvtw__producer_t* _Atomic producers;
+  /* Records, newest first. */
+  uvtw__record_t* _Atomic records;
   /* The thread that created the wheel, which is its loop thread: the
    * address of that thread's token (uvtw__tls_t).  Set before the wheel is
    * shared, never written again. */
@@ -69,12 +69,12 @@ typedef struct uvtw__tasks_s {
   _Atomic uint64_t ended_shared;
   /* Tasks cancelled before the loop took them in, by threads without a
    * record (the others count theirs in their record). */
-  _Atomic uint64_t retracted_shared;
+  _Atomic uint64_t taken_back_shared;
   /* Calls inside the wheel that have no record (yet): a thread's first
    * call, or one without memory for a record. */
   _Atomic uint64_t calls_shared;
-  /* Notices of cancels made without a record: a Treiber stack. */
-  uvtw__task_t* _Atomic queue;
+  /* Notices of cancels made without a record: a lock-free stack. */
+  uvtw__task_t* _Atomic notices;
   UVTW__PAD(pad2_);
 
   uvtw__pool_t pool;

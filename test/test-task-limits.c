@@ -891,11 +891,11 @@ static void early_cancel_stats(void) {
 /* ---- queue_memory ------------------------------------------------------- */
 
 static void count_records(size_t* records, size_t* blocks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 
   *records = 0;
   *blocks = 0;
-  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
        rec = rec->next) {
     (*records)++;
     *blocks += atomic_load(&rec->nblocks);
@@ -926,9 +926,9 @@ static void tm_worker(void* arg) {
 
 
 static int tm_caught_up(void) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 
-  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
        rec = rec->next)
     if (rec->rblock != rec->wblock || rec->ridx != rec->widx)
       return 0;

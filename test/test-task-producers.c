@@ -307,7 +307,7 @@ static void ra_closed(uvtw_wheel_t* w) {
 
 
 static void reused_address(void) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
   uvtw_wheel_t* old;
   uvtw_wheel_t* spare[8];
   uv_thread_t tid;
@@ -345,7 +345,7 @@ static void reused_address(void) {
   ASSERT_UV_OK(uv_thread_join(&tid));
   /* Its record of the new wheel is the new wheel's own. */
   owned = 0;
-  for (rec = atomic_load(&ra_target->tasks.producers); rec != NULL;
+  for (rec = atomic_load(&ra_target->tasks.records); rec != NULL;
        rec = rec->next)
     owned++;
   ASSERT_EQ(1, owned);
@@ -719,11 +719,11 @@ static void fair_drain(void) {
 /* ---- reused_records ----------------------------------------------------- */
 
 static void count_records(size_t* records, size_t* blocks) {
-  uvtw__producer_t* rec;
+  uvtw__record_t* rec;
 
   *records = 0;
   *blocks = 0;
-  for (rec = atomic_load(&wheel->tasks.producers); rec != NULL;
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
        rec = rec->next) {
     (*records)++;
     *blocks += atomic_load(&rec->nblocks);
@@ -772,7 +772,7 @@ static void reused_records(void) {
           "%d threads ran one after the other, one task each: %zu records, "
           "%zu queue blocks (%zu KiB)\n",
           TC_THREADS, records, blocks,
-          (records * sizeof(uvtw__producer_t) +
+          (records * sizeof(uvtw__record_t) +
            blocks * sizeof(uvtw__block_t)) / 1024);
   teardown();
   /* Never more than one producer thread alive at once. */

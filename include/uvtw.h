@@ -190,10 +190,20 @@ UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
                                   uvtw_stats_t* out);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
- * returns until it ends.  Any thread.  The task part is exact as
- * tasks_live is (uvtw_stats_t): a task that is live throughout the call is
- * always counted.  The timer part is read with relaxed atomics, so from
- * another thread it is a snapshot that may be stale. */
+ * returns until it ends.  Any thread.
+ *   - Timers: the user's active timers, one counter written by the loop
+ *     thread: from another thread a snapshot that may miss a start or stop
+ *     made during the call, never a timer that does not exist (a task's
+ *     own timer is never counted).
+ *   - Tasks, with max_tasks set: the places taken under max_tasks (one
+ *     load; never more than max_tasks).
+ *   - Tasks, without: every task live throughout the call is counted, and
+ *     the count is the exact number live at one moment during the call
+ *     unless tasks ended during each of its 4 tries (reads of every
+ *     thread's counters); then it is the smallest of the 4, which may also
+ *     count the tasks that ended during that try.  So a reader that is
+ *     descheduled in a try does not count the tasks that came and went
+ *     meanwhile. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
 

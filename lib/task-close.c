@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The task steps of close (wheel.c owns close and lists its steps).
  *
- * a thread marks its record (`calls` odd; a call without a record uses the
+ * Calls inside the wheel.  uvtw_submit and uvtw_cancel enter the wheel
+ * before they touch its shared state, and leave it when done (enter and
+ * leave, task-record.h): a thread marks its record (`calls` odd; a call without a record uses the
  * wheel's `calls_shared`), then a seq_cst fence, then it reads the close
  * word.  Close sets CLOSING (seq_cst read-modify-write) when it begins, and
  * when no task is live any more, CLOSED; then a fence, then it reads the
@@ -136,7 +138,7 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   }
   if (!uvtw__list_empty(&tasks->in_pool))
     return 0; /* after_work_cb calls again */
-  if (uvtw__records_live(tasks) != 0) {
+  if (uvtw__records_live(tasks, NULL) != 0) {
     /* A task is on its way to a queue, or a cancel has not counted its end
      * yet: look again next iteration. */
     uv_async_send(&wheel->async);

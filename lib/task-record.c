@@ -16,16 +16,17 @@
  * reuses an exited thread's) adopts it.  So a wheel holds one record per
  * thread-local address that ever called it, at most.
  *
+ * Counting.  A live task is one submitted and not ended.  Each record
+ * counts its thread's submits and cancels, the loop its own ends, so no
  * line is written by every task's producer and its consumer:
  *   live = sum(submitted) - sum(ended) - loop_ended - ended_shared,
- * ends read first, the submits then over the record list read again, so
- * that an end is never counted without its submit (uvtw__records_live).  With
- * max_tasks set, a submit also reserves its place in `reserved` by one
- * CAS and every end returns it: exact, at the price of one shared line.
- * The stats count a task cancelled before the loop took it in by its
- * canceller (`taken_back` per record, `taken_back_shared`), at once.
- *
- * Liveness.  The loop holds itself alive (the async handle referenced) for
+ * with the ends read before the submits, so that an end is never counted
+ * without its submit, and again after them, so that the count is exact
+ * unless tasks ended meanwhile (uvtw__records_live).  With max_tasks set,
+ * a submit also reserves its place in `reserved` by one CAS and every end
+ * returns it: exact, at the price of one shared line.  The stats count a
+ * task cancelled before the loop took it in by its canceller (`taken_back`
+ * per record, `taken_back_shared`), at once.
  */
 
 #include "task-record.h"
@@ -260,29 +261,64 @@ void uvtw__record_block_return(uvtw__record_t* rec,
 }
 
 
-/* Live tasks: see "Counting" at the top.  Every end is read before any
- * submit (seq_cst, also for close's side of the barrier in uvtw_submit),
- * so each end counted brings its submit with it; and the submits are
- * summed over the record list as read after the ends, which includes a
- * record made in between (a new thread's first task, which may have ended
- * already and been counted above).  That record's own ends may be missed:
- * a task that ended during this call may count as live, never the
- * reverse. */
-uint64_t uvtw__records_live(const uvtw__tasks_t* tasks) {
+/* The ends of every task so far: the loop's, the shared count's and every
+ * record's.  Each count only grows, so two equal sums mean that no task
+ * ended in between. */
+static uint64_t ends(const uvtw__tasks_t* tasks) {
   uvtw__record_t* rec;
   uint64_t ended;
-  uint64_t submitted;
 
   ended = atomic_load_explicit(&tasks->loop_ended, memory_order_seq_cst) +
           atomic_load_explicit(&tasks->ended_shared, memory_order_seq_cst);
   for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
        rec != NULL; rec = rec->next)
     ended += atomic_load_explicit(&rec->ended, memory_order_seq_cst);
-  submitted = 0;
-  for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
-       rec != NULL; rec = rec->next)
-    submitted += atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
-  return submitted > ended ? submitted - ended : 0;
+  return ended;
+}
+
+
+/* How often the live count reads the ends again before it gives up on an
+ * exact snapshot. */
+#define LIVE_TRIES 4
+
+/* Live tasks: see "Counting" at the top.  A try reads the ends (E1), then
+ * the submits (S), summed over the record list as read after the ends
+ * (which includes a record made in between), then the ends again (E2), all
+ * seq_cst (also for close's side of the barrier in uvtw_submit).  Every
+ * task that ended before E1 was submitted before S, so S - E1 counts every
+ * task live throughout the try, and at most adds the tasks that ended
+ * after E1 (however long the reader was descheduled).  If E2 == E1, no
+ * task ended during the try: S - E1 is the exact number of tasks live when
+ * S was read.  Otherwise it tries again, and after LIVE_TRIES returns the
+ * smallest count, which still counts every task live throughout.
+ * `between` (tests only; NULL otherwise) runs between E1 and S on the
+ * first try, to stand in for a reader descheduled there. */
+uint64_t uvtw__records_live(const uvtw__tasks_t* tasks,
+                            void (*between)(void)) {
+  uvtw__record_t* rec;
+  uint64_t ended;
+  uint64_t submitted;
+  uint64_t live;
+  uint64_t best;
+  unsigned try;
+
+  best = UINT64_MAX;
+  for (try = 0; try < LIVE_TRIES; try++) {
+    ended = ends(tasks);
+    if (between != NULL && try == 0)
+      between();
+    submitted = 0;
+    for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
+         rec != NULL; rec = rec->next)
+      submitted +=
+          atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
+    live = submitted > ended ? submitted - ended : 0;
+    if (ends(tasks) == ended)
+      return live;
+    if (live < best)
+      best = live;
+  }
+  return best;
 }
 
 

@@ -122,8 +122,11 @@ void uvtw__record_block_return(uvtw__record_t* rec, uvtw__block_t* b);
 /* Non-zero if a queue (or the notice stack) holds something the loop has
  * not taken in. */
 int uvtw__records_busy(uvtw__tasks_t* tasks);
-/* Live tasks, counted over the records (any thread). */
-uint64_t uvtw__records_live(const uvtw__tasks_t* tasks);
+/* Live tasks, counted over the records (any thread): never misses a task
+ * live throughout the call; exact unless tasks kept ending during each of
+ * its tries.  `between`: NULL, or a test's stand-in for a preemption. */
+uint64_t uvtw__records_live(const uvtw__tasks_t* tasks,
+                            void (*between)(void));
 /* Tasks cancelled before the loop took them in, over the records. */
 uint64_t uvtw__records_taken_back(const uvtw__tasks_t* tasks);
 /* Gives the wheel its serial and its loop thread (the calling one). */

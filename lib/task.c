@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks, the loop's side.
  *
- *
  * A task is a node from a per-wheel pool.  Its life:
  *
  *   producer: take a free node from the thread's own record (one per
@@ -9,7 +8,7 @@
  *             fill it, and put its id in the record's queue, which only
  *             this thread fills and only the loop empties; wake the loop,
  *             unless a wake-up is pending that the loop has not begun to
- *             serve.
+ *             serve (task-submit.c, task-record.h).
  *   loop:     the async callback empties every record's queue, oldest
  *             first, in batches of UVTW__DRAIN_BATCH ids that give every
  *             record a share (drain), and files each task's timer in the
@@ -21,16 +20,17 @@
  * So a submit writes only its own record's lines and its node's first
  * line, and the loop reads queue slots (8 ids per cache line) instead of
  * chasing links through nodes.  A queue is a chain of one-page blocks
- * (uvtw__block_t) that the loop hands back to the producer once read (up
- * to SPARE_BLOCKS waiting for reuse; it frees the others), so it never
- * fills up, one producer's tasks reach the loop in order, and a queue that
- * grew while the loop lagged shrinks back to three blocks once it caught
- * up.  Only the owner writes a block, and only the loop reads one.
+ * (uvtw__block_t) that the loop hands back to the producer once read (a
+ * few wait for reuse; it frees the others), so it never fills up, one
+ * producer's tasks reach the loop in order, and a queue that grew while
+ * the loop lagged shrinks back once it caught up.  Only the owner writes
+ * a block, and only the loop reads one.
  *
- * (`held`), and while a queue holds ids it has not taken in (`backlog`,
- * noted after every batch of loop work): see hold_sync.
- *
- * Calls inside the wheel, and close.  uvtw_submit and uvtw_cancel enter
+ * Liveness (README.md, "Liveness of tasks"): the loop holds itself alive
+ * (the async handle referenced) for the tasks it has taken in and those
+ * submitted on its own thread (`held`), and while a queue holds ids it has
+ * not taken in (`backlog`, noted after every batch of loop work): see
+ * hold_sync.
  *
  * Files: the node pool (task-pool.c), the state word (task-state.h), the
  * records and their queues (task-record.c), submit and cancel
@@ -611,8 +611,15 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 }
 
 
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
-  return uvtw__records_live(&wheel->tasks);
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
+  const uvtw__tasks_t* tasks;
+
+  tasks = &wheel->tasks;
+  /* Under max_tasks the places taken are the live tasks (a submit takes
+   * its place before it publishes, every end gives it back): one load. */
+  if (tasks->max_tasks != 0)
+    return atomic_load_explicit(&tasks->reserved, memory_order_relaxed);
+  return uvtw__records_live(tasks, between);
 }
 
 
@@ -622,7 +629,7 @@ void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
 
   tasks = &wheel->tasks;
   taken_back = uvtw__records_taken_back(tasks);
-  out->tasks_live = uvtw__records_live(tasks);
+  out->tasks_live = uvtw__tasks_live(wheel, NULL);
   out->async_wakeups = tasks->async_wakeups;
   /* A task cancelled before the loop took it in never reached the loop:
    * its canceller counted it. */

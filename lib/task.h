@@ -110,8 +110,10 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Loop thread: the task counters of uvtw_stats_t (accepted, run,
  * cancelled, closed, live, high water, async wake-ups). */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
-/* Live tasks (any thread). */
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
+/* Live tasks (any thread): with max_tasks, the places taken; otherwise
+ * uvtw__records_live.  `between`: NULL, or a test's stand-in for a
+ * preemption. */
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
 /* Loop thread, after each batch of work: puts the nodes released since the
  * last call on the free stack, with one CAS, and makes the tasks the loop
  * holds keep it alive (or stop, once none is left). */

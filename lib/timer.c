@@ -45,6 +45,7 @@ static int __attribute__((noinline)) start_inactive(uvtw_wheel_t* wheel,
   timer->start_id_ = core->next_start_id++;
   timer->deadline_ = deadline;
   uvtw__core_count(core, timer, 1);
+  uvtw__own_add(&wheel->timers_active, 1, memory_order_relaxed);
   e = uvtw__core_tick_of(core, deadline);
   uvtw__core_file(core, timer, e);
   uvtw__driver_earlier(wheel, e);
@@ -172,6 +173,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   wheel = timer->wheel_;
   waited_for = uvtw__driver_waits_for(wheel, timer);
   uvtw__core_stop(&wheel->core, timer);
+  uvtw__own_add(&wheel->timers_active, (uint64_t) -1, memory_order_relaxed);
   /* The slot it left may no longer be crowded (see restart_filed). */
   wheel->driver.armed_crowded = 0;
   if (waited_for)

@@ -57,7 +57,12 @@ static void pass_cb(uv_timer_t* handle) {
   while (!wheel->closing &&
          (timer = uvtw__core_pop_due(&wheel->core,
                                      uvtw__loop_now(wheel->loop)))) {
-    wheel->timers_fired += !uvtw__task_owns(timer);
+    if (!uvtw__task_owns(timer)) {
+      wheel->timers_fired++;
+      if (timer->link_.next == NULL) /* a one-shot: inactive now */
+        uvtw__own_add(&wheel->timers_active, (uint64_t) -1,
+                      memory_order_relaxed);
+    }
     timer->cb_(timer);
   }
   wheel->driver.in_pass = 0;
@@ -112,6 +117,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
   wheel->timers_fired = 0;
+  atomic_init(&wheel->timers_active, 0);
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
@@ -175,6 +181,7 @@ int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   wheel->close_cb = cb;
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
+  atomic_store_explicit(&wheel->timers_active, 0, memory_order_relaxed);
   uvtw__driver_disarm(wheel);
   uv_prepare_stop(&wheel->driver.rearm);
   return 0;
@@ -207,16 +214,8 @@ void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 }
 
 
-/* The core counts every active timer, tasks' too.  From another thread the
- * two counts are read apart, so the difference may be momentarily off: it
- * never goes below 0. */
 static uint64_t timers_active(const uvtw_wheel_t* wheel) {
-  uint64_t tasks;
-  uint64_t all;
-
-  tasks = uvtw__tasks_filed(wheel);
-  all = atomic_load_explicit(&wheel->core.active, memory_order_relaxed);
-  return all > tasks ? all - tasks : 0;
+  return atomic_load_explicit(&wheel->timers_active, memory_order_relaxed);
 }
 
 
@@ -231,5 +230,5 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
 
 
 size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel) {
-  return (size_t) (timers_active(wheel) + uvtw__tasks_live(wheel));
+  return (size_t) (timers_active(wheel) + uvtw__tasks_live(wheel, NULL));
 }

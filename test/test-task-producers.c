@@ -60,12 +60,19 @@
  *                    cancel.  Everything runs once; under TSan, no report.
  *   pending_snapshot uvtw_wheel_pending from another thread while a new
  *                    thread's first task is submitted and ends: task Z is
- *                    live throughout, so the count is never 0.  The window
- *                    lies inside one call (between the sums of the ends
- *                    and of the submits): alone, the case checks the count
- *                    under a concurrent first submit; the manual test
- *                    pending-snapshot.gdb (README.md, "Manual tests") holds
- *                    the reader in that window. */
+ *                    live throughout, so the count is never 0.
+ *   pending_preempted the live count with a reader descheduled between
+ *                    its sum of the ends and its sum of the submits (the
+ *                    count's test hook runs there): meanwhile a new thread
+ *                    submits and cancels 1,000 tasks.  Task Z is live
+ *                    throughout and nothing else is: the count is 1, not
+ *                    1,001; uvtw_wheel_pending is 1 after.
+ *   pending_churn    one thread submits a never-due task and cancels it,
+ *                    in a loop (at most one task live, no timer), while
+ *                    another reads uvtw_wheel_pending for 300 ms: never
+ *                    more than 4 (uvtw.h: exact unless tasks end during
+ *                    each of its tries; here that takes four preemptions
+ *                    in a row), and with max_tasks 1 never more than 1. */
 
 #include <pthread.h>
 
@@ -898,6 +905,117 @@ static void pending_snapshot(void) {
 }
 
 
+/* ---- pending_preempted, pending_churn ---------------------------------- */
+
+static void task_cb_ignore(void* arg, int status) {
+  (void) arg;
+  (void) status;
+}
+
+
+static void pp_churn(void* arg) {
+  uvtw_id_t id;
+  int i;
+
+  (void) arg;
+  for (i = 0; i < 1000; i++) {
+    ASSERT_UV_OK(uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL,
+                             &id));
+    ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  }
+}
+
+
+/* Stands in for the reader being descheduled between its two sums: a
+ * thread that never called the wheel submits and ends 1,000 tasks. */
+static void pp_between(void) {
+  uv_thread_t t;
+
+  ASSERT_UV_OK(uv_thread_create(&t, pp_churn, NULL));
+  ASSERT_UV_OK(uv_thread_join(&t));
+}
+
+
+static void pending_preempted(void) {
+  task_t z;
+
+  setup(0);
+  task_init(&z);
+  submit(&z, 3600 * 1000, 0, 0);
+  ASSERT_UEQ(1, uvtw__tasks_live(wheel, pp_between));
+  ASSERT_UEQ(1, uvtw_wheel_pending(wheel));
+  ASSERT_EQ(0, cancel(&z));
+  run_until(pending_zero, 0);
+  teardown();
+}
+
+
+static atomic_int pc_stop;
+static atomic_int pc_done;
+static size_t pc_max;
+static uint64_t pc_reads;
+
+
+static void pc_producer(void* arg) {
+  uvtw_id_t id;
+
+  (void) arg;
+  while (!atomic_load(&pc_stop))
+    if (uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL, &id) == 0)
+      ASSERT_EQ(0, uvtw_cancel(wheel, id));
+}
+
+
+static void pc_observer(void* arg) {
+  uint64_t start;
+  size_t p;
+
+  (void) arg;
+  start = uv_hrtime();
+  while (uv_hrtime() - start < 300 * 1000000ull) {
+    p = uvtw_wheel_pending(wheel);
+    if (p > pc_max)
+      pc_max = p;
+    pc_reads++;
+  }
+  atomic_store(&pc_stop, 1);
+  atomic_store(&pc_done, 1);
+}
+
+
+static int pc_finished(void) {
+  return atomic_load(&pc_done);
+}
+
+
+static void churn_with(size_t max_tasks, size_t bound) {
+  uv_thread_t producer;
+  uv_thread_t observer;
+
+  setup(max_tasks);
+  atomic_store(&pc_stop, 0);
+  atomic_store(&pc_done, 0);
+  pc_max = 0;
+  pc_reads = 0;
+  ASSERT_UV_OK(uv_thread_create(&producer, pc_producer, NULL));
+  ASSERT_UV_OK(uv_thread_create(&observer, pc_observer, NULL));
+  run_until(pc_finished, 0);
+  ASSERT_UV_OK(uv_thread_join(&observer));
+  ASSERT_UV_OK(uv_thread_join(&producer));
+  fprintf(stderr, "max_tasks %zu: pending read %llu times, max %zu\n",
+          max_tasks, (unsigned long long) pc_reads, pc_max);
+  run_until(pending_zero, 0);
+  teardown();
+  ASSERT_LE((int64_t) pc_max, (int64_t) bound);
+}
+
+
+static void pending_churn(void) {
+  churn_with(0, 4);
+  churn_with(1, 1);
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(exited_threads),
   TEST_CASE(many_wheels),
@@ -909,6 +1027,8 @@ static const test_case_t cases[] = {
   TEST_CASE(reused_records),
   TEST_CASE(detached_threads),
   TEST_CASE(pending_snapshot),
+  TEST_CASE(pending_preempted),
+  TEST_CASE(pending_churn),
 };
 
 

@@ -27,10 +27,11 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   due_ms = uvtw__core_ms_of(&wheel->core, tick);
   now = uvtw__loop_now(wheel->loop);
   /* Cannot fail: the driver is initialised and cb is not NULL. */
-  uv_timer_start(&wheel->driver.timer, wheel->driver.pass_cb, due_ms > now ? due_ms - now : 0,
-                 0);
+  uv_timer_start(&wheel->driver.timer, wheel->driver.pass_cb,
+                 due_ms > now ? due_ms - now : 0, 0);
   wheel->driver.armed_tick = tick;
-  wheel->driver.defer_from_id = UVTW__NO_DEFER; /* libuv no longer holds the driver */
+  /* libuv no longer holds the driver. */
+  wheel->driver.defer_from_id = UVTW__NO_DEFER;
 }
 
 

@@ -82,7 +82,8 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
  * Loop thread. */
 static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
   if (wheel->driver.defer_from_id == UVTW__NO_DEFER &&
-      wheel->driver.armed_tick != UVTW__DRIVER_DISARMED && !wheel->driver.in_pass &&
+      wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
+      !wheel->driver.in_pass &&
       !uv_is_active((const uv_handle_t*) &wheel->driver.timer))
     wheel->driver.defer_from_id = wheel->core.next_start_id;
 }

@@ -1,25 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /* The task steps of close (wheel.c owns close and lists its steps).
  *
- * Calls inside the wheel.  uvtw_submit and uvtw_cancel enter the wheel
- * before they touch its shared state, and leave it when done (enter and
- * leave, task-record.h): a thread marks its record (`calls` odd; a call without a record uses the
- * wheel's `calls_shared`), then a seq_cst fence, then it reads the close
- * word.  Close sets CLOSING (seq_cst read-modify-write) when it begins, and
- * when no task is live any more, CLOSED; then a fence, then it reads the
- * marks (calls_inside), and finishes only once no call it must wait for
- * is inside, looking again on later loop iterations (it never blocks the
- * loop).  The two fences are a Dekker pair: of a call and close, at least
- * one sees the other's write.  So a submit either sees CLOSING before it
- * publishes anything (UV_ECANCELED), or close waits for it to leave, and
- * then drains its task and gives it its final call; a cancel either sees
- * CLOSED (UV_ENOENT: nothing is left) or is waited for.  Leaving is a
- * release store, read with acquire by close, and by a thread that adopts
- * the record of an exited one (an acq_rel read-modify-write of `calls`):
- * each sees what the call did.  What close cannot wait for is a call that
- * has not marked itself yet when close finishes: the wheel, its pool and
- * its records are freed after the close callback, so other threads must
- * have stopped calling by then (uvtw.h).
+ * Calls inside the wheel.  uvtw_submit and uvtw_cancel enter the wheel before
+ * they touch its shared state, and leave it when done (enter and leave,
+ * task-record.h): a thread marks its record (`calls` odd; a call without a
+ * record uses the wheel's `calls_shared`), then a seq_cst fence, then it reads
+ * the close word.  Close sets CLOSING (seq_cst read-modify-write) when it
+ * begins, and when no task is live any more, CLOSED; then a fence, then it
+ * reads the marks (calls_inside), and finishes only once no call it must wait
+ * for is inside, looking again on later loop iterations (it never blocks the
+ * loop).  The two fences are a Dekker pair: of a call and close, at least one
+ * sees the other's write.  So a submit either sees CLOSING before it publishes
+ * anything (UV_ECANCELED), or close waits for it to leave, and then drains its
+ * task and gives it its final call; a cancel either sees CLOSED (UV_ENOENT:
+ * nothing is left) or is waited for.  Leaving is a release store, read with
+ * acquire by close, and by a thread that adopts the record of an exited one (an
+ * acq_rel read-modify-write of `calls`): each sees what the call did.  What
+ * close cannot wait for is a call that has not marked itself yet when close
+ * finishes: the wheel, its pool and its records are freed after the close
+ * callback, so other threads must have stopped calling by then (uvtw.h).
  *
  * The store-then-load pairs, each a seq_cst fence (uvtw__fence) on both
  * sides, correct on weakly ordered CPUs as well as on x86:
@@ -76,7 +75,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
     wheel->tasks.closed++;
     uvtw__tasks_end_live(&wheel->tasks);
     /* No other thread moves a CLOSED task. */
-    if (!move(node, S(T_CLOSED), T_DONE, 0, 0, &word))
+    if (!move(node, S(T_CLOSED), T_DONE, 0, &word))
       UVTW__UNREACHABLE();
     uvtw__tasks_release_if_idle(wheel, node);
   }

@@ -242,9 +242,9 @@ void uvtw__record_block_return(uvtw__record_t* rec,
   unsigned i;
 
   handed = atomic_load_explicit(&rec->blocks_handed, memory_order_relaxed);
-  /* A stale taken_back only makes the loop free a block early. */
-  if (handed - atomic_load_explicit(&rec->blocks_reused, memory_order_relaxed) >=
-      SPARE_BLOCKS) {
+  /* A stale blocks_reused only makes the loop free a block early. */
+  if (handed - atomic_load_explicit(&rec->blocks_reused,
+                                    memory_order_relaxed) >= SPARE_BLOCKS) {
     atomic_fetch_sub_explicit(&rec->nblocks, 1, memory_order_relaxed);
     uvtw__line_free(b);
     return;

@@ -45,7 +45,8 @@ struct uvtw__record_s {
   _Atomic(const char*) owner;
 
   /* The owner's: the loop reads the counters only for stats and close. */
-  _Alignas(64) _Atomic uint64_t submitted; /* tasks accepted by submit */
+  /* Tasks accepted by submit. */
+  _Alignas(UVTW__LINE) _Atomic uint64_t submitted;
   /* Odd while the owner is inside uvtw_submit or uvtw_cancel on the wheel
    * (+1 on entry, +1 on leaving, release): close waits for it
    * (task-close.c). */
@@ -61,7 +62,8 @@ struct uvtw__record_s {
   _Atomic uint64_t blocks_reused;
 
   /* The loop's. */
-  _Alignas(64) uvtw__block_t* _Atomic returned; /* consumed, for the owner */
+  /* Consumed blocks, for the owner. */
+  _Alignas(UVTW__LINE) uvtw__block_t* _Atomic returned;
   uvtw__block_t* rblock; /* the block being read */
   unsigned ridx;         /* its next slot */
   _Atomic uint64_t blocks_handed; /* blocks pushed on `returned` */
@@ -70,7 +72,7 @@ struct uvtw__record_s {
   /* Close: the `calls` value it waits to see change (0: not read yet). */
   uint64_t close_seen;
 
-  _Alignas(64) uvtw__task_t* cache[UVTW__CACHE]; /* owner only */
+  _Alignas(UVTW__LINE) uvtw__task_t* cache[UVTW__CACHE]; /* owner only */
 };
 
 /* Thread-local records: the last few (wheel, serial) pairs this thread

@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* A task's state word: one atomic word per node, generation << 16 | flags |
- * state, and move(), through which every move of a live task goes.
+ * state, and cas_word(), through which every change of a live task's word
+ * goes.
  *
- * Every transition that another thread could race with
- * is one CAS on it, so a cancel and an expiry (or close) racing for the
- * same task see exactly one winner, and a stale id, whose generation no
- * longer matches, changes nothing.  Every move of a live task goes through
- * move() or a CAS that checks it against the diagram; plain stores only
- * take a free node to PENDING (submit) and an ended one to FREE, when no
- * other thread can move its state.  Each use of a node carries a new
+ * Every transition that another thread could race with is one CAS on it,
+ * so a cancel and an expiry (or close) racing for the same task see
+ * exactly one winner, and a stale id, whose generation no longer matches,
+ * changes nothing.  Every change of a live task's word goes through
+ * cas_word, which checks it against the diagram (move() and cancel_plan()
+ * decide what to write); plain stores only take a free node to PENDING
+ * (submit) and an ended one to FREE, when no other thread can move its
+ * state.  Each use of a node carries a new
  * generation, one that no use of the same index in any wheel of the
  * process carried before (task-pool.c), so an id is never reused, and
  * names nothing on another wheel.
@@ -59,6 +61,7 @@
 #ifndef UVTW_TASK_STATE_H
 #define UVTW_TASK_STATE_H
 
+#include "list.h"
 #include "task-pool.h"
 #include "uvtw-assert.h"
 
@@ -95,7 +98,7 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
 #define S(st) (1u << (st)) /* a set of states */
 
 /* The moves of the diagram above, as the set of states that state `st`
- * may move to; move() checks every move against it.  (FREE -> PENDING is
+ * may move to; cas_word() checks every move against it.  (FREE -> PENDING is
  * submit's plain store, CANCELLED/DONE -> FREE recycle's.)  A function, so
  * that a build without asserts, which never calls it, has no table. */
 static inline unsigned legal_moves(unsigned st) {
@@ -126,18 +129,30 @@ static inline uvtw_id_t id_of(const uvtw__task_t* node, uint64_t gen) {
 }
 
 
-/* Every state move of a live task goes through here: if the node's state
- * is one of `from` (a set of S() bits), and its generation is `gen` (0:
- * any), one CAS moves it to `to` and sets the flag bits `set`; the CAS is
- * retried for as long as only a concurrent change of flag bits, or a move
- * within `from`, made it fail.  Returns non-zero if it moved.  *seen gets
- * the word the move started from, or the word that stopped it. */
+/* Every change of a live task's word goes through here: one CAS from
+ * *word to `next`, which must keep the generation, and either keep the
+ * state (a change of flags: the loop taking a task in) or make a move of
+ * the diagram.  On failure *word is the word that stopped it. */
+static inline int cas_word(uvtw__task_t* node, uint64_t* word, uint64_t next) {
+  UVTW__ASSERT(GEN(next) == GEN(*word));
+  UVTW__ASSERT(STATE(next) == STATE(*word) ||
+               (legal_moves(STATE(*word)) & S(STATE(next))));
+  return atomic_compare_exchange_weak_explicit(
+      &node->state, word, next, memory_order_acq_rel, memory_order_acquire);
+}
+
+
+/* A move of the diagram: if the node's state is one of `from` (a set of
+ * S() bits), and its generation is `gen` (0: any), one CAS moves it to
+ * `to`; the CAS is retried for as long as only a concurrent change of flag
+ * bits, or a move within `from`, made it fail.  Returns non-zero if it
+ * moved.  *seen gets the word the move started from, or the word that
+ * stopped it. */
 static inline int move(uvtw__task_t* node,
-                unsigned from,
-                unsigned to,
-                uint64_t set,
-                uint64_t gen,
-                uint64_t* seen) {
+                       unsigned from,
+                       unsigned to,
+                       uint64_t gen,
+                       uint64_t* seen) {
   uint64_t word;
 
   word = atomic_load_explicit(&node->state, memory_order_acquire);
@@ -146,14 +161,97 @@ static inline int move(uvtw__task_t* node,
       *seen = word;
       return 0;
     }
-    UVTW__ASSERT(legal_moves(STATE(word)) & S(to));
-    if (atomic_compare_exchange_weak_explicit(
-            &node->state, &word, WITH_STATE(word, to) | set,
-            memory_order_acq_rel, memory_order_acquire)) {
+    if (cas_word(node, &word, WITH_STATE(word, to))) {
       *seen = word;
       return 1;
     }
   }
+}
+
+
+/* What a cancel does after its CAS, besides ending the task. */
+typedef enum {
+  CANCEL_NONE,      /* nothing more (or nothing was done: see err) */
+  CANCEL_TAKE_BACK, /* the loop never took it in: the canceller frees it */
+  CANCEL_COUNT,     /* the loop will free it; the canceller counts it */
+  CANCEL_NOTICE,    /* the id goes in the canceller's queue (a notice) */
+  CANCEL_STACK      /* the node goes on the wheel's stack of notices */
+} cancel_action_t;
+
+typedef struct {
+  int err;       /* what uvtw_cancel returns */
+  int cas;       /* non-zero: CAS the word to `next` first */
+  uint64_t next; /* the word the cancel writes */
+  cancel_action_t action;
+} cancel_plan_t;
+
+/* Non-zero if a cancel of a task with this word needs to know whether the
+ * canceller can queue a notice (cancel_plan's can_notice). */
+static inline int cancel_needs_room(uint64_t word) {
+  return !(word & (IN_QUEUE | IN_STACK));
+}
+
+/* The cancel's decision, from the task's word alone (a pure function, so
+ * that it has a test of its own): `gen` the id's generation, `own` the
+ * cancel is made from the task's own callback, `repeating` the task
+ * repeats, `on_loop` the caller is the loop thread, `can_notice` its
+ * record has room for a notice (only read if cancel_needs_room).
+ *   waiting (PENDING, QUEUED): 0, CANCELLED; the node is the canceller's
+ *     if the loop has not taken it in (also one the loop holds, when the
+ *     canceller is the loop thread, which then lets go of it), else the
+ *     loop is told by a notice, through the canceller's queue or, without
+ *     room there, the wheel's stack (nothing more if one is there);
+ *   running, from its own callback: a repeating task 0 (CANCELLED), a
+ *     one-shot UV_ENOENT (its run is its end);
+ *   running, from elsewhere: UV_EBUSY (STOPPING: this run is its last);
+ *   anything else, or another generation: UV_ENOENT. */
+static inline cancel_plan_t cancel_plan(uint64_t word,
+                                        uint64_t gen,
+                                        int own,
+                                        int repeating,
+                                        int on_loop,
+                                        int can_notice) {
+  cancel_plan_t plan;
+
+  plan.err = UV_ENOENT;
+  plan.cas = 0;
+  plan.next = word;
+  plan.action = CANCEL_NONE;
+  if (GEN(word) != gen)
+    return plan;
+  switch (STATE(word)) {
+  case T_PENDING:
+  case T_QUEUED:
+    plan.err = 0;
+    plan.cas = 1;
+    plan.next = WITH_STATE(word, T_CANCELLED);
+    if ((word & IN_QUEUE) && (!(word & LOOP_HELD) || on_loop)) {
+      plan.next &= ~IN_QUEUE;
+      plan.action = CANCEL_TAKE_BACK;
+    } else if (word & IN_QUEUE) {
+      plan.next |= COUNTED;
+      plan.action = CANCEL_COUNT;
+    } else if (word & IN_STACK) {
+      plan.action = CANCEL_NONE; /* the loop will find it */
+    } else if (can_notice) {
+      plan.next |= NOTICE;
+      plan.action = CANCEL_NOTICE;
+    } else {
+      plan.next |= IN_STACK;
+      plan.action = CANCEL_STACK;
+    }
+    break;
+  case T_RUNNING:
+    if (own && !repeating)
+      break;
+    plan.err = own ? 0 : UV_EBUSY;
+    plan.cas = 1;
+    plan.next = WITH_STATE(word, own ? T_CANCELLED : T_STOPPING);
+    break;
+  default:
+    break;
+  }
+  return plan;
 }
 
 

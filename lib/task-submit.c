@@ -175,75 +175,57 @@ static int cancel_node(uvtw_wheel_t* wheel,
                        uvtw__task_t* node,
                        uvtw_id_t id,
                        int* ended) {
+  cancel_plan_t plan;
   uint64_t word;
-  uint64_t next;
-  uint64_t gen;
-  int notice;
+  int can_notice;
+  int repeating;
+  int on_loop;
+  int own;
 
-  gen = id & UVTW__GEN_MASK;
+  on_loop = wheel->tasks.loop_thread == &uvtw__tls.token;
+  own = node == uvtw__tls.current_task;
+  /* Read only for the task whose callback runs on this thread: another
+   * node may be refilled by a submit meanwhile (a stale id). */
+  repeating = own && node->repeat_ms != 0;
   word = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    if (GEN(word) != gen)
-      return UV_ENOENT;
-    if (STATE(word) == T_PENDING || STATE(word) == T_QUEUED) {
-      /* Waiting: cancelled.  Who frees the node depends on where it is. */
-      notice = 0;
-      next = WITH_STATE(word, T_CANCELLED);
-      if ((word & IN_QUEUE) &&
-          (!(word & LOOP_HELD) ||
-           wheel->tasks.loop_thread == &uvtw__tls.token))
-        next &= ~IN_QUEUE; /* taken back: ours (on the loop thread, also a
-                           * task the loop holds, which it then lets go) */
-      else if (word & IN_QUEUE)
-        next |= COUNTED; /* the loop will find it, and free it */
-      else if (word & IN_STACK)
-        ; /* the loop will find it */
-      else if (rec != NULL && uvtw__record_queue_room(rec) == 0)
-        next |= NOTICE, notice = 1;
-      else
-        next |= IN_STACK; /* no record: the wheel's stack */
-      if (!atomic_compare_exchange_weak_explicit(&node->state, &word, next,
-                                                 memory_order_acq_rel,
-                                                 memory_order_acquire))
-        continue;
-      *ended = 1;
-      if ((word & IN_QUEUE) && !(next & IN_QUEUE)) {
-        if (word & LOOP_HELD) {
-          /* The loop thread: no drain runs now, and `held` is its own. */
-          UVTW__ASSERT(node->held);
-          node->held = 0;
-          wheel->tasks.held--;
-        }
-        take_back(&wheel->tasks, rec, node, id);
-      } else if (next & COUNTED) {
-        count_taken_back(&wheel->tasks, rec);
-      } else if (notice) {
-        queue_put(rec, id);
-        publish_fence();
-        wake_loop(wheel);
-      } else if ((next & IN_STACK) && !(word & IN_STACK)) {
-        stack_push(&wheel->tasks.notices, node);
-        publish_fence();
-        wake_loop(wheel);
-      }
-      return 0;
+  do {
+    can_notice = cancel_needs_room(word) && rec != NULL &&
+                 uvtw__record_queue_room(rec) == 0;
+    plan = cancel_plan(word, id & UVTW__GEN_MASK, own, repeating, on_loop,
+                       can_notice);
+    if (!plan.cas)
+      return plan.err;
+  } while (!cas_word(node, &word, plan.next));
+  if (plan.err == UV_EBUSY)
+    return plan.err; /* the run ends the task */
+  *ended = 1;
+  switch (plan.action) {
+  case CANCEL_TAKE_BACK:
+    if (word & LOOP_HELD) {
+      /* The loop thread: no drain runs now, and `held` is its own. */
+      UVTW__ASSERT(node->held);
+      node->held = 0;
+      wheel->tasks.held--;
     }
-    if (STATE(word) != T_RUNNING)
-      return UV_ENOENT;
-    if (node == uvtw__tls.current_task) {
-      /* A one-shot's run is its end; a repeating task stops here. */
-      if (node->repeat_ms == 0)
-        return UV_ENOENT;
-      if (move(node, S(T_RUNNING), T_CANCELLED, 0, gen, &word)) {
-        *ended = 1;
-        return 0;
-      }
-    } else if (move(node, S(T_RUNNING), T_STOPPING, 0, gen, &word)) {
-      return UV_EBUSY;
-    }
-    /* The run ended in between: look again. */
-    word = atomic_load_explicit(&node->state, memory_order_acquire);
+    take_back(&wheel->tasks, rec, node, id);
+    break;
+  case CANCEL_COUNT:
+    count_taken_back(&wheel->tasks, rec);
+    break;
+  case CANCEL_NOTICE:
+    queue_put(rec, id);
+    publish_fence();
+    wake_loop(wheel);
+    break;
+  case CANCEL_STACK:
+    stack_push(&wheel->tasks.notices, node);
+    publish_fence();
+    wake_loop(wheel);
+    break;
+  case CANCEL_NONE:
+    break;
   }
+  return 0;
 }
 
 

@@ -157,7 +157,7 @@ int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
   uint64_t word;
 
   UVTW__ASSERT(node->location == AT_NONE);
-  if (!move(node, S(from), T_CLOSED, 0, 0, &word))
+  if (!move(node, S(from), T_CLOSED, 0, &word))
     return 0;
   node->location = AT_FINAL_LIST;
   uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
@@ -269,10 +269,7 @@ static void take_slot(uvtw_wheel_t* wheel, uvtw_id_t id) {
     flag = word & NOTICE ? NOTICE : word & IN_QUEUE ? IN_QUEUE : 0;
     if (flag == 0)
       return;
-    if (atomic_compare_exchange_weak_explicit(&node->state, &word,
-                                              word & ~flag,
-                                              memory_order_acq_rel,
-                                              memory_order_acquire))
+    if (cas_word(node, &word, word & ~flag))
       break;
   }
   take_in(wheel, node, word & ~flag);
@@ -293,8 +290,9 @@ static size_t take_stack(uvtw_wheel_t* wheel, uvtw__task_t* top) {
   }
   for (n = 0; fifo != NULL; fifo = next, n++) {
     next = atomic_load_explicit(&fifo->q.queue_next, memory_order_relaxed);
-    word = atomic_fetch_and_explicit(&fifo->state, ~IN_STACK,
-                                     memory_order_acq_rel);
+    word = atomic_load_explicit(&fifo->state, memory_order_acquire);
+    while (!cas_word(fifo, &word, word & ~IN_STACK))
+      ;
     take_in(wheel, fifo, word & ~IN_STACK);
   }
   return n;
@@ -414,7 +412,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     file_task(wheel, node);
     return;
   }
-  if (!move(node, S(T_PENDING), pool ? T_QUEUED : T_RUNNING, 0, 0, &word)) {
+  if (!move(node, S(T_PENDING), pool ? T_QUEUED : T_RUNNING, 0, &word)) {
     /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
     UVTW__ASSERT(STATE(word) == T_CANCELLED);
     if (w != NULL)
@@ -442,7 +440,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
    * wheel before the run, from the dispatch time, and just waits again;
    * unless its own callback closed the wheel: its final call follows. */
   next = node->repeat_ms == 0 ? T_DONE : wheel->closing ? T_CLOSED : T_PENDING;
-  if (move(node, S(T_RUNNING), next, 0, 0, &word)) {
+  if (move(node, S(T_RUNNING), next, 0, &word)) {
     if (next == T_PENDING)
       return;
     uvtw__tasks_unfile(wheel, node);
@@ -455,7 +453,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     uvtw__tasks_release_if_idle(wheel, node);
     return;
   }
-  if (move(node, S(T_STOPPING), T_DONE, 0, 0, &word)) {
+  if (move(node, S(T_STOPPING), T_DONE, 0, &word)) {
     /* A cancel returned EBUSY during the run: this run was the last. */
     wheel->tasks.cancelled++;
     uvtw__tasks_end_live(&wheel->tasks);
@@ -476,7 +474,7 @@ static void work_cb(uv_work_t* req) {
 
   w = uvtw__container_of(req, uvtw__work_t, req);
   node = w->node;
-  if (!move(node, S(T_QUEUED), T_RUNNING, 0, 0, &word))
+  if (!move(node, S(T_QUEUED), T_RUNNING, 0, &word))
     return; /* cancelled or closed before it started */
 
   outer = uvtw__tls.current_task;
@@ -491,14 +489,14 @@ static void work_cb(uv_work_t* req) {
   /* A one-shot ends by its run: its place is free now, not when the loop
    * gets to after_work_cb.  Close waits for after_work_cb, so the wheel is
    * alive. */
-  if (move(node, S(T_RUNNING), next, 0, 0, &word)) {
+  if (move(node, S(T_RUNNING), next, 0, &word)) {
     if (next == T_DONE)
       count_end(&node->timer.wheel_->tasks, NULL);
   } else if (STATE(word) == T_STOPPING) {
     /* A cancel returned UV_EBUSY during this run: the task ends now, when
      * the run returns, as uvtw_cancel promises.  No other thread moves a
      * STOPPING task; after_work_cb counts it as cancelled. */
-    if (!move(node, S(T_STOPPING), T_DONE, 0, 0, &word))
+    if (!move(node, S(T_STOPPING), T_DONE, 0, &word))
       UVTW__UNREACHABLE();
     w->stopped = 1;
     count_end(&node->timer.wheel_->tasks, NULL);

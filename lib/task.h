@@ -8,10 +8,12 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "atomics.h"
 #include "list.h"
 #include "task-pool.h"
+#include "uvtw-assert.h"
 #include "uvtw.h"
 
 typedef struct uvtw__record_s uvtw__record_t;
@@ -158,5 +160,22 @@ void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
  * that close must wait for is inside the wheel; until then it has
  * arranged to be called again (it never blocks). */
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
+
+/* Checks the tasks' bookkeeping against the nodes (task-check.c); with
+ * `quiescent` (no other thread inside the wheel), also where the free
+ * nodes are.  Returns 0, or -1 after printing the broken rule to `out`
+ * (NULL: silent).  Loop thread. */
+int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent);
+
+/* With UVTW_CHECK_INVARIANTS: uvtw__tasks_check, aborting on a broken
+ * rule; otherwise nothing. */
+static inline void uvtw__tasks_validate(const uvtw_wheel_t* wheel) {
+#ifdef UVTW_CHECK_INVARIANTS
+  if (uvtw__tasks_check(wheel, stderr, 0) != 0)
+    uvtw__abort_at(__FILE__, __LINE__, "uvtw__tasks_check failed");
+#else
+  (void) wheel;
+#endif
+}
 
 #endif /* UVTW_TASK_H */

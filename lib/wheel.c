@@ -68,6 +68,7 @@ static void pass_cb(uv_timer_t* handle) {
   wheel->driver.in_pass = 0;
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   uvtw__core_validate(&wheel->core);
+  uvtw__tasks_validate(wheel);
   if (wheel->closing)
     return;
   uvtw__driver_pass_end(wheel);
@@ -89,6 +90,7 @@ static void async_cb(uv_async_t* async) {
    * ourselves and let the rest of this iteration run. */
   if (uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH))
     uv_async_send(async);
+  uvtw__tasks_validate(wheel);
 }
 
 

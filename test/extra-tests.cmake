@@ -106,3 +106,11 @@ if(Python3_Interpreter_FOUND)
 else()
   message(STATUS "no python3: the README examples are not tested")
 endif()
+
+# No circle of calls between the files of lib/ (from their objects' symbol
+# tables; the graph is printed in the test's output).
+if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)
+  add_test(NAME lib-calls
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lib-calls.sh ${CMAKE_NM}
+                   $<TARGET_OBJECTS:uvtw_objects>)
+endif()

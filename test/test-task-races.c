@@ -995,6 +995,12 @@ static void er_close_cb(uvtw_wheel_t* w) {
 
 
 static void er_close_now(uv_timer_t* handle) {
+  /* Every task is submitted first: a submit that close refused would end
+   * nothing (a loaded machine may run the producers late). */
+  if (atomic_load(&er_published) != er_n) {
+    ASSERT_UV_OK(uv_timer_start(handle, er_close_now, 10, 0));
+    return;
+  }
   uv_close((uv_handle_t*) handle, NULL);
   uv_close((uv_handle_t*) &poll_timer, NULL);
   uv_close((uv_handle_t*) &spin_idle, NULL);

@@ -57,18 +57,15 @@ static void pass_cb(uv_timer_t* handle) {
   while (!wheel->closing &&
          (timer = uvtw__core_pop_due(&wheel->core,
                                      uvtw__loop_now(wheel->loop)))) {
-    wheel->timers_fired += !uvtw__task_owns(timer);
+    if (!uvtw__task_owns(timer)) {
+      wheel->timers_fired++;
+      if (timer->link_.next == NULL) /* a one-shot: inactive now */
+        uvtw__own_add(&wheel->timers_active, (uint64_t) -1,
+                      memory_order_relaxed);
+    }
     timer->cb_(timer);
   }
   wheel->driver.in_pass = 0;
-  /* The one-shots that fired are inactive now: the user's count is the
-   * core's less the tasks', once per pass rather than once per timer (until
-   * here another thread may still count them, as before the pass). */
-  atomic_store_explicit(
-      &wheel->timers_active,
-      atomic_load_explicit(&wheel->core.active, memory_order_relaxed) -
-          atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed),
-      memory_order_relaxed);
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   uvtw__core_validate(&wheel->core);
   uvtw__tasks_validate(wheel);

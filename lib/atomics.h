@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _WIN32
+#include <malloc.h> /* _aligned_malloc */
+#endif
 
 /* The cache line that data written by different threads is kept apart by:
  * 64 bytes on x86-64, most AArch64 and 32-bit ARM cores. */
@@ -24,19 +27,29 @@
 /* Zeroed memory that starts on a line of its own, or NULL; freed with
  * uvtw__line_free.  posix_memalign rather than C11's aligned_alloc, which
  * glibc has only from 2.16: the Debian package promises libc6 >= 2.3
- * (cmake/Package.cmake). */
+ * (cmake/Package.cmake).  Windows has neither, and what its _aligned_malloc
+ * returns must go back through _aligned_free. */
 static inline void* uvtw__line_alloc(size_t size) {
   void* p;
 
+#ifdef _WIN32
+  if ((p = _aligned_malloc(size, UVTW__LINE)) == NULL)
+    return NULL;
+#else
   if (posix_memalign(&p, UVTW__LINE, size) != 0)
     return NULL;
+#endif
   memset(p, 0, size);
   return p;
 }
 
 
 static inline void uvtw__line_free(void* p) {
+#ifdef _WIN32
+  _aligned_free(p);
+#else
   free(p);
+#endif
 }
 
 

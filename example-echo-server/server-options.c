@@ -45,15 +45,28 @@ static void set_timers(const char* arg) {
   } else if (strcmp(arg, "uv") == 0) {
     opt.kind = XBACKEND_UV;
   } else {
-    fprintf(stderr, "uvtw-echo-server: --timers is wheel or uv\n");
+    logf_("--timers is wheel or uv, not '%s'", arg);
     exit(2);
   }
 }
 
 
+/* Checked here, not when the loops listen, so that a bad address is a
+ * usage error (exit 2) like every other bad option. */
+static void set_host(const char* arg) {
+  struct sockaddr_storage addr;
+
+  if (parse_address(arg, 0, &addr) != 0) {
+    logf_("--host wants an IPv4 or IPv6 address, not '%s'", arg);
+    exit(2);
+  }
+  opt.host = arg;
+}
+
+
 void parse_args(int argc, char** argv) {
   static const opt_spec_t specs[] = {
-      OPTION_STRING("host", &opt.host),
+      OPTION_CALL("host", set_host),
       OPTION_INT("port", &opt.port, 0, 65535),
       OPTION_CALL("timers", set_timers),
       OPTION_U64("heartbeat-ms", &opt.heartbeat_ms, 1, 86400000),

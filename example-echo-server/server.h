@@ -159,7 +159,7 @@ static inline uint64_t counter_get(counter_t* c) {
 /* What STATS sums over the loops. */
 typedef struct {
   counter_t conns;
-  counter_t timers; /* published once per loop iteration, see loop.c */
+  counter_t timers; /* published before each wait for events, see loop.c */
   counter_t tasks;
   counter_t wakeups;
   counter_t idle_closes;
@@ -190,7 +190,7 @@ struct loop_s {
   uv_poll_t listen_poll;
   xtimer_t accept_timer; /* backs off after an accept error */
   int accept_paused;
-  uv_check_t publish; /* copies the backend's counters into stat */
+  uv_prepare_t publish; /* copies the backend's counters into stat */
   uv_timer_t stats_timer;
   xtimer_t drain_timer;
   conn_t conns;      /* list head */

@@ -5,12 +5,15 @@
  * without a lock: every counter in loop_t.stat has one writer, its own
  * loop, which updates it with a relaxed load and store (no read-modify-
  * write, so no cache line bouncing between loops on the hot path); STATS
- * sums the loops' counters with relaxed loads.  The timer counts of a loop
- * are its backend's, which only its own thread may read, so each loop
- * publishes them once per iteration (loop.c); the line's own loop reads
- * its backend directly.  Each field is exact for its loop at some moment
- * of the last iteration; the sum is not one atomic snapshot, which a
- * monitoring line does not need.
+ * sums the loops' counters with relaxed loads, so they are current when
+ * the line is made.  The timer counts (timers, tasks, wakeups) of a loop
+ * are its backend's, which only its own thread may read: the line's own
+ * loop reads its backend directly, and each other loop publishes its
+ * counts each time it is about to wait for events (loop.c).  So a loop
+ * that is waiting shows exactly what it holds; one that is busy shows
+ * what it held before its current iteration, which ends as soon as the
+ * events it woke for are handled.  The sum is not one atomic snapshot,
+ * which a monitoring line does not need.
  */
 
 #include "server.h"

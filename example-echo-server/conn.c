@@ -134,7 +134,7 @@ void conn_resume(conn_t* c, int why) {
 /* ---------------------------------------------------------------------- */
 /* Closing.                                                                 */
 
-static void conn_unref(conn_t* c) {
+void conn_unref(conn_t* c) {
   loop_t* lp = c->lp;
 
   if (--c->refs > 0)
@@ -157,8 +157,9 @@ static void on_timer_closed(xtimer_t* t) {
 }
 
 
-/* Leaves CONN_OPEN: out of the list and the counts, requests abandoned
- * (their work still ends later, on its own, see req_work_done). */
+/* Leaves CONN_OPEN: out of the list and the counts, requests abandoned:
+ * works that have not started are cancelled, running ones are told to
+ * stop (their done calls still come, see req_work_done). */
 static void conn_leave_open(conn_t* c) {
   loop_t* lp = c->lp;
   req_t* r;
@@ -174,6 +175,7 @@ static void conn_leave_open(conn_t* c) {
     r = c->reqs.next;
     req_detach(r);
     xwork_cancel(&r->work);
+    req_abandon(r);
     xtimer_close(&r->deadline, req_deadline_closed);
   }
 }

@@ -61,6 +61,7 @@ struct options_s {
   uint64_t max_deadline_ms;
   uint64_t max_output_bytes;
   uint64_t max_work_inflight; /* 0 until parsed: then 2 * threads */
+  uint64_t max_work_per_conn; /* 0 until parsed: then threads / 4, >= 1 */
   uint64_t drain_ms;
   unsigned threads;
   unsigned loops; /* 0 on the command line: one per core */
@@ -82,9 +83,19 @@ struct req_s {
   /* The connection waiting for the answer; NULL once answered or once the
    * connection is gone.  Whoever sets it to NULL closes the deadline. */
   conn_t* conn;
+  /* The connection that asked, whose share of the threadpool the work
+   * holds (owner->works) until its done call; a reference on it, so that
+   * it outlives its close until then.  NULL if the work never started. */
+  conn_t* owner;
   req_t* next; /* in conn->reqs while conn != NULL */
   req_t* prev;
   uint64_t work_ms; /* read by the threadpool: never changes after submit */
+  /* Set by the loop once nobody waits for the answer (TIMEOUT sent, or the
+   * connection gone), under work_mutex: the work stops at its next look.
+   * cut_short is the work's own note that it did, read by its done call
+   * (which the backend's hop orders after the work). */
+  atomic_int abandoned;
+  int cut_short;
   /* The deadline on the loop's clock (uv_now at the REQ + deadline_ms),
    * and the moment the work finished on the same clock (uv_hrtime in ms;
    * 0 until then), written by the threadpool thread.  The answer is OK
@@ -117,6 +128,7 @@ struct conn_s {
   conn_t* prev;
   req_t reqs; /* list head: requests not answered yet */
   unsigned nreqs;
+  unsigned works; /* works of its requests without a done call yet */
   uint64_t last_activity; /* uv_now at the last read */
   uint64_t line_started;  /* uv_now when the partial line began */
   uint64_t slow_since;    /* uv_now|1 when paused for output; 0: not slow */
@@ -128,7 +140,9 @@ struct conn_s {
   conn_state_t state;
   int counted; /* counted in nconns; a "BYE busy" connection is not */
   int paused;  /* reading stopped: PAUSE_* bits */
-  int refs;    /* 2 until both the TCP handle and the timer are closed */
+  /* 2 until both the TCP handle and the timer are closed, plus one for
+   * each work in c->works (req_s.owner). */
+  int refs;
 };
 
 #define PAUSE_OWN 1   /* its own queue is over WRITE_QUEUE_HIGH */
@@ -170,6 +184,7 @@ typedef struct {
   counter_t req_timeout;
   counter_t req_busy;
   counter_t req_cancelled;
+  counter_t work_abandoned;
   counter_t accept_errors;
   counter_t output_bytes;
   counter_t idle_late[LATE_BUCKETS];
@@ -232,8 +247,8 @@ struct server_s {
 
 extern struct server_s srv;
 
-/* Simulated work sleeps on this condition variable, so that shutdown can
- * wake it instead of waiting for the longest request to end. */
+/* Simulated work sleeps on this condition variable, so that an abandoned
+ * request, or shutdown, can wake it instead of waiting for it to end. */
 extern uv_mutex_t work_mutex;
 extern uv_cond_t work_cond;
 extern atomic_int work_stop;
@@ -248,10 +263,12 @@ void conn_bye(conn_t* c, const char* msg);
 void conn_accepted(loop_t* lp, int fd);
 void conn_pause(conn_t* c, int why);
 void conn_resume(conn_t* c, int why);
+void conn_unref(conn_t* c);
 
 /* request.c */
 void req_deadline_closed(xtimer_t* t);
 void req_detach(req_t* r);
+void req_abandon(req_t* r);
 void handle_req(conn_t* c, const char* line, size_t len);
 void work_wake_all(void);
 

@@ -70,13 +70,14 @@ void stats_format(loop_t* lp, char* buf, size_t size) {
       "STATS conns=%" PRIu64 " timers=%" PRIu64 " tasks=%" PRIu64
       " wakeups=%" PRIu64 " idle_closes=%" PRIu64 " req_ok=%" PRIu64
       " req_timeout=%" PRIu64 " busy=%" PRIu64 " req_busy=%" PRIu64
-      " req_cancelled=%" PRIu64 " work_inflight=%" PRIu64
+      " req_cancelled=%" PRIu64 " work_abandoned=%" PRIu64
+      " work_inflight=%" PRIu64
       " accept_errors=%" PRIu64 " line_timeouts=%" PRIu64
       " slow_closes=%" PRIu64 " output_bytes=%" PRIu64
       " loops=%u loop_conns=%s timers_backend=%s",
       TOTAL(conns), timers, tasks, wakeups, TOTAL(idle_closes), TOTAL(req_ok),
       TOTAL(req_timeout), TOTAL(busy_closes), TOTAL(req_busy),
-      TOTAL(req_cancelled),
+      TOTAL(req_cancelled), TOTAL(work_abandoned),
       (uint64_t) atomic_load_explicit(&srv.work_inflight, memory_order_relaxed),
       TOTAL(accept_errors), TOTAL(line_timeouts), TOTAL(slow_closes),
       TOTAL(output_bytes), srv.nloops, per_loop, xbackend_name(opt.kind));

@@ -31,8 +31,13 @@
 #define WRITE_QUEUE_LOW (256 * 1024)
 /* A slow connection is no longer slow once its queue is this short. */
 #define OUTPUT_DRAINED (64 * 1024)
-/* How long a connection that was sent BYE may take to receive it before
- * it is closed anyway: a client that never reads must not hold it open. */
+/* The lingering close (conn_bye): after its last line, a connection is
+ * read and its input thrown away until the client closes or this long has
+ * passed.  Long enough for a client to finish a send of a few MiB at
+ * memory speed, and to read the line and close after a round trip or two
+ * on a slow link; short enough that a client that never reads, or never
+ * stops sending, holds its descriptor (no longer counted in --max-conns)
+ * for 2 s at most. */
 #define LINGER_MS 2000
 /* Idle-close lateness histogram: 1 ms buckets, the last one is "more". */
 #define LATE_BUCKETS 1001
@@ -72,7 +77,7 @@ extern struct options_s opt;
 
 typedef enum {
   CONN_OPEN,    /* reading, in the connection list */
-  CONN_CLOSING, /* BYE or ERR sent, waiting for it to drain */
+  CONN_CLOSING, /* BYE or ERR sent: lingering until EOF or LINGER_MS */
   CONN_CLOSED   /* uv_close called, waiting for the close callbacks */
 } conn_state_t;
 
@@ -139,6 +144,8 @@ struct conn_s {
   size_t pending_len;
   conn_state_t state;
   int counted; /* counted in nconns; a "BYE busy" connection is not */
+  int shut;    /* CONN_CLOSING: the last line is sent, and our FIN */
+  int peer_eof; /* CONN_CLOSING: the client's EOF came first */
   int paused;  /* reading stopped: PAUSE_* bits */
   /* 2 until both the TCP handle and the timer are closed, plus one for
    * each work in c->works (req_s.owner). */

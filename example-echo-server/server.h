@@ -101,15 +101,20 @@ struct req_s {
    * (which the backend's hop orders after the work). */
   atomic_int abandoned;
   int cut_short;
-  /* The deadline on the loop's clock (uv_now at the REQ + deadline_ms),
+  /* When the REQ was read (uv_now), and the deadline on the loop's clock
+   * (read_at + deadline_ms),
    * and the moment the work finished on the same clock (uv_hrtime in ms;
    * 0 until then), written by the threadpool thread.  The answer is OK
    * iff finished_ms <= deadline_at, whichever of the deadline timer and
    * the work's done call the loop happens to reach first: a loop that was
    * held up (descheduled on a busy machine) reaches both in one
    * iteration. */
+  uint64_t read_at;
   uint64_t deadline_at;
   _Atomic uint64_t finished_ms;
+  /* Asked with "timed": the answer says when the work ended (req_answer),
+   * so that a test can judge it against the work's real end. */
+  int timed;
   /* 2 until both the work's done call and the deadline's close have run:
    * the threadpool may still be sleeping on a request long answered. */
   int refs;

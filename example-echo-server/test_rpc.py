@@ -10,6 +10,9 @@ thread that the OS runs late (a loaded machine) ends a short work after
 its deadline, and TIMEOUT is then the right answer.  No check here
 depends on how late the OS runs a thread."""
 
+import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -81,6 +84,40 @@ def test_by_hand(port):
     c.close()
 
 
+def test_held_up(args, port, server_pid):
+    """The OS holding the server's threads up, made certain: the server is
+    stopped (SIGSTOP) for 800 ms, three times, while echo-load keeps
+    requests in flight whose work (10-100 ms) is far shorter than their
+    deadline (400-600 ms).  A work whose end falls in a stop ends late, past
+    its deadline when that falls in the stop too, and TIMEOUT is then the
+    right answer: echo-load must not call it a violation."""
+    log("echo-load rpc while the server is stopped 3 x 800 ms")
+    argv = [args.load, "--port", str(port), "--mode", "rpc", "--conns", "4",
+            "--inflight", "4", "--work-ms", "10-100", "--deadline-ms",
+            "400-600", "--margin-ms", "200", "--duration-ms", "4000"]
+    log("running: " + " ".join(argv))
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT)
+    try:
+        for _ in range(3):
+            time.sleep(0.4)
+            os.kill(server_pid, signal.SIGSTOP)
+            time.sleep(0.8)
+            os.kill(server_pid, signal.SIGCONT)
+    finally:
+        os.kill(server_pid, signal.SIGCONT)
+    out = p.communicate(timeout=120)[0].decode(errors="replace")
+    result = {}
+    for line in out.splitlines():
+        log("  | " + line)
+        if line.startswith("RESULT "):
+            result = dict(kv.partition("=")[::2] for kv in line.split()[1:])
+    check(p.returncode == 0, "echo-load rpc: no violation")
+    late = int(result.get("late_work", "0"))
+    check(late >= 1, "the stops made short work end late: %d TIMEOUTs "
+          "for it (late_work)" % late)
+
+
 def main():
     args = parse_args()
     srv = Server(args.server, args.timers, "--threads", "64")
@@ -111,6 +148,7 @@ def main():
     check(s.get("req_ok", 0) + s.get("req_timeout", 0)
           == r.get("ok", 0) + r.get("timeout", 0) + 8,
           "STATS counts every reply once")
+    test_held_up(args, srv.port, srv.proc.pid)
     srv.stop_and_check()
     finish()
 

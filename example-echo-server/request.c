@@ -79,10 +79,9 @@ static void req_work(xwork_t* w) {
 }
 
 
-/* Non-zero if the work finished by the deadline (see req_s). */
-static int req_in_time(req_t* r) {
-  uint64_t finished = atomic_load(&r->finished_ms);
-
+/* Non-zero if the work, which finished at `finished` (0: not yet),
+ * finished by r's deadline (see req_s). */
+static int req_in_time(const req_t* r, uint64_t finished) {
   return finished != 0 && finished <= r->deadline_at;
 }
 
@@ -97,11 +96,13 @@ static int req_in_time(req_t* r) {
 static void req_answer(req_t* r, int abandon_late) {
   loop_t* lp = r->lp;
   conn_t* c = r->conn;
+  /* Read once: the answer and the end it reports must agree, and the
+   * threadpool may store it at any moment. */
   uint64_t finished = atomic_load(&r->finished_ms);
   char buf[REQ_ID_MAX + 64];
   size_t n;
 
-  if (req_in_time(r)) {
+  if (req_in_time(r, finished)) {
     n = (size_t) snprintf(buf, sizeof(buf), "OK %s", r->id);
     counter_add(&lp->stat.req_ok, 1);
   } else {

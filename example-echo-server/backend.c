@@ -41,13 +41,16 @@ static void tw_close(xbackend_t* b);
 /* The one place a work ends: exactly one done call per submitted work. */
 static void work_finish(xwork_t* w, int status) {
   xbackend_t* b = w->backend;
+  int was_closing = b->closing;
 
   works_remove(b, w);
   w->done(w, status);
   /* The uv backend closes its control wheel once its last work is done;
    * both finish closing in tw_wheel_closed, after the wheel has made its
-   * final calls. */
-  if (b->kind == XBACKEND_UV && b->closing && b->works_live == 0)
+   * final calls.  A done call may itself close the backend (the server
+   * frees a connection there, which can be a stopped loop's last): then
+   * xbackend_close, which found no work left, has closed the wheel. */
+  if (b->kind == XBACKEND_UV && was_closing && b->works_live == 0)
     tw_close(b);
 }
 

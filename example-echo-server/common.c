@@ -3,7 +3,6 @@
 
 #include "common.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -45,13 +44,21 @@ uint64_t opt_number(const char* name,
                     const char* arg,
                     uint64_t min,
                     uint64_t max) {
-  char* end;
-  unsigned long long v;
+  uint64_t v = 0;
+  unsigned digit;
+  const char* p;
 
-  errno = 0;
-  v = strtoull(arg, &end, 10);
-  if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < min ||
-      v > max) {
+  /* Digits only, by hand: strtoull would take leading spaces, a sign (and
+   * negate a "-1" into a huge number), and a "0x" prefix. */
+  for (p = arg; *p != '\0'; p++) {
+    if (*p < '0' || *p > '9')
+      break;
+    digit = (unsigned) (*p - '0');
+    if (v > (UINT64_MAX - digit) / 10)
+      break; /* overflow: out of every range */
+    v = v * 10 + digit;
+  }
+  if (p == arg || *p != '\0' || v < min || v > max) {
     logf_("--%s wants a number in %" PRIu64 "..%" PRIu64 ", not '%s'", name,
           min, max, arg);
     exit(2);

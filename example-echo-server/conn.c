@@ -134,7 +134,7 @@ void conn_resume(conn_t* c, int why) {
 /* ---------------------------------------------------------------------- */
 /* Closing.                                                                 */
 
-static void conn_unref(conn_t* c) {
+void conn_unref(conn_t* c) {
   loop_t* lp = c->lp;
 
   if (--c->refs > 0)
@@ -157,8 +157,9 @@ static void on_timer_closed(xtimer_t* t) {
 }
 
 
-/* Leaves CONN_OPEN: out of the list and the counts, requests abandoned
- * (their work still ends later, on its own, see req_work_done). */
+/* Leaves CONN_OPEN: out of the list and the counts, requests abandoned:
+ * works that have not started are cancelled, running ones are told to
+ * stop (their done calls still come, see req_work_done). */
 static void conn_leave_open(conn_t* c) {
   loop_t* lp = c->lp;
   req_t* r;
@@ -174,6 +175,7 @@ static void conn_leave_open(conn_t* c) {
     r = c->reqs.next;
     req_detach(r);
     xwork_cancel(&r->work);
+    req_abandon(r);
     xtimer_close(&r->deadline, req_deadline_closed);
   }
 }
@@ -192,23 +194,42 @@ void conn_close(conn_t* c) {
 
 
 static void on_shutdown(uv_shutdown_t* req, int status) {
-  (void) status;
-  conn_close(req->data);
+  conn_t* c = req->data;
+
+  if (c->state != CONN_CLOSING)
+    return; /* closed meanwhile: the close cancels the shutdown */
+  c->shut = 1;
+  if (status != 0 || c->peer_eof)
+    conn_close(c);
+  /* Else the linger goes on: until the client's EOF (on_read) or the
+   * timer (conn_timer). */
 }
 
 
-/* Sends a last line, then closes once it is sent (or after LINGER_MS). */
+/* Sends a last line and ends the connection with a lingering close.
+ *
+ * Closing a socket whose receive buffer holds unread bytes, or that
+ * receives more after the close, makes the kernel answer with a reset
+ * instead of a FIN; the reset can reach the client before it has read the
+ * last line, and its next send fails (EPIPE).  A client that is still
+ * sending when the server ends the connection (a line too long, a line
+ * that timed out, BYE idle to a client that just began to talk) would then
+ * lose the line that says why.  So the server shuts down its side once
+ * the line is sent (uv_shutdown: the client reads the line, then EOF), and
+ * goes on reading, throwing the input away, until the client's EOF or
+ * LINGER_MS; then it closes. */
 void conn_bye(conn_t* c, const char* msg) {
   if (c->state != CONN_OPEN)
     return;
   conn_leave_open(c);
   c->state = CONN_CLOSING;
-  uv_read_stop((uv_stream_t*) &c->tcp);
   c->shutdown_req.data = c;
-  /* uv_shutdown waits for the queued writes, BYE included, then sends FIN:
-   * the client reads BYE and then EOF. */
+  /* Reading may be stopped (paused, or not started yet for BYE busy): from
+   * now on on_read only throws input away. */
+  uv_read_stop((uv_stream_t*) &c->tcp);
   if (conn_send(c, msg, strlen(msg)) != 0 ||
       uv_shutdown(&c->shutdown_req, (uv_stream_t*) &c->tcp, on_shutdown) != 0 ||
+      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0 ||
       xtimer_start(&c->timer, conn_timer, LINGER_MS) != 0) {
     conn_close(c);
   }
@@ -295,7 +316,7 @@ static void conn_timer(xtimer_t* t) {
   uint64_t late;
 
   if (c->state != CONN_OPEN) {
-    conn_close(c); /* the BYE did not drain in LINGER_MS */
+    conn_close(c); /* the linger is over */
     return;
   }
   if (lp->phase != LOOP_RUN)
@@ -439,6 +460,17 @@ static void conn_input(conn_t* c, const char* p, size_t len) {
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   conn_t* c = stream->data;
 
+  if (c->state == CONN_CLOSING) {
+    /* Lingering (conn_bye): input is thrown away.  The client's EOF ends
+     * it once the last line is out; before that, the line still goes. */
+    if (nread == UV_EOF && !c->shut) {
+      c->peer_eof = 1;
+      uv_read_stop(stream);
+    } else if (nread < 0) {
+      conn_close(c);
+    }
+    return;
+  }
   if (nread < 0) {
     conn_close(c); /* EOF or error: nobody is left to answer */
     return;

@@ -105,20 +105,22 @@ while [[ $replies != *";"*";"*";"* ]]; do
 done
 [[ $replies == "OK fast;OK medium;TIMEOUT slow;" ]] ||
   fail "expected OK fast, OK medium, TIMEOUT slow"
-echo "  'slow' would have needed 2000 ms: it got TIMEOUT at its 400 ms" \
-     "deadline, and its late result will be dropped."
+echo "  'slow' would have needed 2000 ms: it got TIMEOUT at its 400 ms"
+echo "  deadline, and its work was told to stop: nobody waits for it, so it"
+echo "  does not hold a thread for the rest of its 2000 ms."
 
 say "4. STATS: the server's counters, on one line"
 send $c "STATS"
 recv $c
 [[ $line == STATS* ]] || fail "no STATS line"
 echo "  conns: open connections; timers: active uvtw timers (one per"
-echo "  connection, one per request in flight); tasks: live uvtw tasks (the"
-echo "  'slow' work is still sleeping on the threadpool); wakeups: times the"
-echo "  wheel's one uv_timer_t woke the loop; then closes for idleness and"
-echo "  the requests answered OK and TIMEOUT; then the limits: requests"
-echo "  turned away (BUSY), accept errors, lines cut by their deadline, slow"
-echo "  readers closed, replies queued; and the loops with their connections."
+echo "  connection, one per request in flight); tasks: live uvtw tasks (none:"
+echo "  the 'slow' work stopped at its deadline); wakeups: times the wheel's"
+echo "  one uv_timer_t woke the loop; then closes for idleness and the"
+echo "  requests answered OK and TIMEOUT; then the limits: requests turned"
+echo "  away (BUSY), works cancelled or stopped early (work_abandoned), accept"
+echo "  errors, lines cut by their deadline, slow readers closed, replies"
+echo "  queued; and the loops with their connections."
 
 say "5. SIGTERM: a graceful drain, then BYE to every client and exit 0"
 echo "  A request is still running when SIGTERM comes. The server stops"

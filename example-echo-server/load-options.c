@@ -33,8 +33,8 @@ void usage(FILE* f) {
 "  --work-ms A[-B]        rpc: work per request, uniform (default 10-200)\n"
 "  --deadline-ms A[-B]    rpc: deadline per request, uniform (default 10-200)\n"
 "  --inflight N           rpc: requests in flight per connection (default 1)\n"
-"  --margin-ms N          rpc: how close work and deadline may be before the\n"
-"                         answer is not checked (default 50)\n"
+"  --margin-ms N          rpc: OK for work longer than its deadline + N is\n"
+"                         wrong whatever the server reports (default 50)\n"
 "  --allow-shutdown       BYE shutdown is expected: not a violation, and the\n"
 "                         run ends when every connection is closed\n"
 "  --no-reconnect         idle connections closed for idleness stay closed\n"
@@ -66,12 +66,18 @@ static void set_mode(const char* arg) {
 }
 
 
+/* A fraction in 0..1 written with digits and at most one point: strtod
+ * alone would also take spaces, signs, exponents, hex and "inf". */
 static void set_idle_share(const char* arg) {
+  size_t digits = strspn(arg, "0123456789.");
+  const char* point = strchr(arg, '.');
   char* end;
 
   g.idle_share = strtod(arg, &end);
-  if (*end != '\0' || !(g.idle_share >= 0 && g.idle_share <= 1)) {
-    fprintf(stderr, "echo-load: --idle-share is in 0..1\n");
+  if (digits == 0 || arg[digits] != '\0' || *end != '\0' ||
+      (point != NULL && strchr(point + 1, '.') != NULL) ||
+      !(g.idle_share >= 0 && g.idle_share <= 1)) {
+    logf_("--idle-share wants a number in 0..1, not '%s'", arg);
     exit(2);
   }
 }

@@ -130,6 +130,10 @@ void summary(double secs) {
              g.nrpcs, g.req_ok, g.req_timeout, g.req_busy);
       print_samples("request reply time", &g.rpc_latency);
       print_samples("TIMEOUT lateness", &g.timeout_late);
+      print_samples("work end - work_ms (server)", &g.work_late);
+      printf("  TIMEOUT for work well within its deadline, whose thread "
+             "ended it late: %" PRIu64 "\n",
+             g.late_work);
     }
     if (g.server_stats[0] != '\0')
       printf("  server, as the run ended: %s\n", g.server_stats);
@@ -154,7 +158,8 @@ void summary(double secs) {
          " late_max=%.1f ok=%" PRIu64 " timeout=%" PRIu64
          " shutdown_closes=%" PRIu64 " other_closes=%" PRIu64 " busy=%" PRIu64
          " line_timeouts=%" PRIu64 " slow_closes=%" PRIu64
-         " noread_cut=%" PRIu64 " server_loops=%s server_loop_conns=%s\n",
+         " noread_cut=%" PRIu64 " late_work=%" PRIu64
+         " server_loops=%s server_loop_conns=%s\n",
          g.violations, g.msgs, g.echoed, pct(&g.rtt, 0.5), pct(&g.rtt, 0.99),
          pct(&g.rtt, 1.0), g.pings, g.closes[CAUSE_IDLE],
          pct(&g.idle_late, 0.5), pct(&g.idle_late, 0.99),
@@ -163,7 +168,7 @@ void summary(double secs) {
          g.closes[CAUSE_BUSY] + g.closes[CAUSE_ERR] + g.closes[CAUSE_EOF] +
              g.closes[CAUSE_RESET],
          g.req_busy, g.closes[CAUSE_LINE_TIMEOUT], g.closes[CAUSE_SLOW],
-         g.noread_cut, loops, loop_conns);
+         g.noread_cut, g.late_work, loops, loop_conns);
   fflush(stdout);
 }
 

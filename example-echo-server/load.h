@@ -164,12 +164,14 @@ struct load_s {
   samples_t rtt;
   samples_t rpc_latency;
   samples_t timeout_late; /* TIMEOUT: arrival - deadline */
+  samples_t work_late;    /* the server's report: work's end - work_ms */
   rpc_t* rpcs;
   size_t nrpcs;
   size_t rpcs_cap;
   uint64_t req_ok;
   uint64_t req_timeout;
   uint64_t req_busy;
+  uint64_t late_work; /* TIMEOUT for work_ms + margin <= deadline_ms */
   uint64_t noread_cut;     /* noread: closed by the server before it read */
   samples_t line_late;     /* ERR line timeout: since the line began - limit */
   samples_t slow_after;    /* BYE slow: since the connect */

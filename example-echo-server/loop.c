@@ -275,9 +275,14 @@ void loop_maybe_finish(loop_t* lp) {
 /* ---------------------------------------------------------------------- */
 /* Setting up and running.                                                  */
 
-/* Once per loop iteration: the backend's counters, for STATS on the other
- * loops (see stats.c). */
-static void on_publish(uv_check_t* handle) {
+/* The backend's counters, for STATS on the other loops (see stats.c).  A
+ * prepare handle runs once per iteration, right before the loop waits for
+ * events, after everything the iteration did: its timers (where the wheel
+ * runs the hop of a finished work, and answers it), its I/O and the close
+ * callbacks of the one before.  So a loop that waits has published what
+ * it holds while it waits.  (A check handle, after the wait, would leave
+ * an idle loop showing the iteration before its last one.) */
+static void on_publish(uv_prepare_t* handle) {
   loop_t* lp = handle->data;
   xstats_t s;
 
@@ -326,9 +331,9 @@ static int loop_create(unsigned index) {
   lp->accept_timer.data = lp;
   xtimer_init(&lp->backend, &lp->drain_timer);
   lp->drain_timer.data = lp;
-  uv_check_init(&lp->loop, &lp->publish);
+  uv_prepare_init(&lp->loop, &lp->publish);
   lp->publish.data = lp;
-  uv_check_start(&lp->publish, on_publish);
+  uv_prepare_start(&lp->publish, on_publish);
   uv_unref((uv_handle_t*) &lp->publish);
   uv_timer_init(&lp->loop, &lp->stats_timer);
   lp->stats_timer.data = lp;

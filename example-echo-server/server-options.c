@@ -31,6 +31,9 @@ void usage(FILE* f) {
 "                       (default 67108864)\n"
 "  --max-work-inflight N  requests queued or running on the threadpool;\n"
 "                       more get BUSY (default: twice --threads)\n"
+"  --max-work-per-conn N  requests of one connection queued or running on\n"
+"                       the threadpool; more get BUSY (default: --threads\n"
+"                       / 4, at least 1)\n"
 "  --drain-ms N         on SIGTERM, wait up to N ms for requests in flight\n"
 "                       (default 5000)\n"
 "  --loops N            loop threads, each with its own wheel (default 1;\n"
@@ -45,15 +48,28 @@ static void set_timers(const char* arg) {
   } else if (strcmp(arg, "uv") == 0) {
     opt.kind = XBACKEND_UV;
   } else {
-    fprintf(stderr, "uvtw-echo-server: --timers is wheel or uv\n");
+    logf_("--timers is wheel or uv, not '%s'", arg);
     exit(2);
   }
 }
 
 
+/* Checked here, not when the loops listen, so that a bad address is a
+ * usage error (exit 2) like every other bad option. */
+static void set_host(const char* arg) {
+  struct sockaddr_storage addr;
+
+  if (parse_address(arg, 0, &addr) != 0) {
+    logf_("--host wants an IPv4 or IPv6 address, not '%s'", arg);
+    exit(2);
+  }
+  opt.host = arg;
+}
+
+
 void parse_args(int argc, char** argv) {
   static const opt_spec_t specs[] = {
-      OPTION_STRING("host", &opt.host),
+      OPTION_CALL("host", set_host),
       OPTION_INT("port", &opt.port, 0, 65535),
       OPTION_CALL("timers", set_timers),
       OPTION_U64("heartbeat-ms", &opt.heartbeat_ms, 1, 86400000),
@@ -69,6 +85,7 @@ void parse_args(int argc, char** argv) {
       OPTION_U64("max-output-bytes", &opt.max_output_bytes, 4096,
                  UINT64_C(1) << 40),
       OPTION_U64("max-work-inflight", &opt.max_work_inflight, 1, 1000000),
+      OPTION_U64("max-work-per-conn", &opt.max_work_per_conn, 1, 1000000),
       OPTION_U64("drain-ms", &opt.drain_ms, 0, 86400000),
       OPTION_UINT("loops", &opt.loops, 0, MAX_LOOPS),
       OPTION_END};
@@ -88,12 +105,17 @@ void parse_args(int argc, char** argv) {
   opt.line_timeout_ms = 10000;
   opt.max_output_bytes = 64 << 20;
   opt.max_work_inflight = 0;
+  opt.max_work_per_conn = 0;
   opt.drain_ms = 5000;
   opt.loops = 1;
 
   parse_options(argc, argv, specs, usage);
   if (opt.max_work_inflight == 0)
     opt.max_work_inflight = 2 * (uint64_t) opt.threads;
+  /* A quarter of the threads: four clients at their share fill the pool,
+   * and no one client can hold all of it. */
+  if (opt.max_work_per_conn == 0)
+    opt.max_work_per_conn = opt.threads >= 8 ? opt.threads / 4 : 1;
   if (opt.loops == 0) {
     opt.loops = uv_available_parallelism();
     if (opt.loops > MAX_LOOPS)

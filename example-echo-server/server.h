@@ -31,8 +31,13 @@
 #define WRITE_QUEUE_LOW (256 * 1024)
 /* A slow connection is no longer slow once its queue is this short. */
 #define OUTPUT_DRAINED (64 * 1024)
-/* How long a connection that was sent BYE may take to receive it before
- * it is closed anyway: a client that never reads must not hold it open. */
+/* The lingering close (conn_bye): after its last line, a connection is
+ * read and its input thrown away until the client closes or this long has
+ * passed.  Long enough for a client to finish a send of a few MiB at
+ * memory speed, and to read the line and close after a round trip or two
+ * on a slow link; short enough that a client that never reads, or never
+ * stops sending, holds its descriptor (no longer counted in --max-conns)
+ * for 2 s at most. */
 #define LINGER_MS 2000
 /* Idle-close lateness histogram: 1 ms buckets, the last one is "more". */
 #define LATE_BUCKETS 1001
@@ -61,6 +66,7 @@ struct options_s {
   uint64_t max_deadline_ms;
   uint64_t max_output_bytes;
   uint64_t max_work_inflight; /* 0 until parsed: then 2 * threads */
+  uint64_t max_work_per_conn; /* 0 until parsed: then threads / 4, >= 1 */
   uint64_t drain_ms;
   unsigned threads;
   unsigned loops; /* 0 on the command line: one per core */
@@ -71,7 +77,7 @@ extern struct options_s opt;
 
 typedef enum {
   CONN_OPEN,    /* reading, in the connection list */
-  CONN_CLOSING, /* BYE or ERR sent, waiting for it to drain */
+  CONN_CLOSING, /* BYE or ERR sent: lingering until EOF or LINGER_MS */
   CONN_CLOSED   /* uv_close called, waiting for the close callbacks */
 } conn_state_t;
 
@@ -82,18 +88,33 @@ struct req_s {
   /* The connection waiting for the answer; NULL once answered or once the
    * connection is gone.  Whoever sets it to NULL closes the deadline. */
   conn_t* conn;
+  /* The connection that asked, whose share of the threadpool the work
+   * holds (owner->works) until its done call; a reference on it, so that
+   * it outlives its close until then.  NULL if the work never started. */
+  conn_t* owner;
   req_t* next; /* in conn->reqs while conn != NULL */
   req_t* prev;
   uint64_t work_ms; /* read by the threadpool: never changes after submit */
-  /* The deadline on the loop's clock (uv_now at the REQ + deadline_ms),
+  /* Set by the loop once nobody waits for the answer (TIMEOUT sent, or the
+   * connection gone), under work_mutex: the work stops at its next look.
+   * cut_short is the work's own note that it did, read by its done call
+   * (which the backend's hop orders after the work). */
+  atomic_int abandoned;
+  int cut_short;
+  /* When the REQ was read (uv_now), and the deadline on the loop's clock
+   * (read_at + deadline_ms),
    * and the moment the work finished on the same clock (uv_hrtime in ms;
    * 0 until then), written by the threadpool thread.  The answer is OK
    * iff finished_ms <= deadline_at, whichever of the deadline timer and
    * the work's done call the loop happens to reach first: a loop that was
    * held up (descheduled on a busy machine) reaches both in one
    * iteration. */
+  uint64_t read_at;
   uint64_t deadline_at;
   _Atomic uint64_t finished_ms;
+  /* Asked with "timed": the answer says when the work ended (req_answer),
+   * so that a test can judge it against the work's real end. */
+  int timed;
   /* 2 until both the work's done call and the deadline's close have run:
    * the threadpool may still be sleeping on a request long answered. */
   int refs;
@@ -117,6 +138,7 @@ struct conn_s {
   conn_t* prev;
   req_t reqs; /* list head: requests not answered yet */
   unsigned nreqs;
+  unsigned works; /* works of its requests without a done call yet */
   uint64_t last_activity; /* uv_now at the last read */
   uint64_t line_started;  /* uv_now when the partial line began */
   uint64_t slow_since;    /* uv_now|1 when paused for output; 0: not slow */
@@ -127,8 +149,12 @@ struct conn_s {
   size_t pending_len;
   conn_state_t state;
   int counted; /* counted in nconns; a "BYE busy" connection is not */
+  int shut;    /* CONN_CLOSING: the last line is sent, and our FIN */
+  int peer_eof; /* CONN_CLOSING: the client's EOF came first */
   int paused;  /* reading stopped: PAUSE_* bits */
-  int refs;    /* 2 until both the TCP handle and the timer are closed */
+  /* 2 until both the TCP handle and the timer are closed, plus one for
+   * each work in c->works (req_s.owner). */
+  int refs;
 };
 
 #define PAUSE_OWN 1   /* its own queue is over WRITE_QUEUE_HIGH */
@@ -159,7 +185,7 @@ static inline uint64_t counter_get(counter_t* c) {
 /* What STATS sums over the loops. */
 typedef struct {
   counter_t conns;
-  counter_t timers; /* published once per loop iteration, see loop.c */
+  counter_t timers; /* published before each wait for events, see loop.c */
   counter_t tasks;
   counter_t wakeups;
   counter_t idle_closes;
@@ -170,6 +196,7 @@ typedef struct {
   counter_t req_timeout;
   counter_t req_busy;
   counter_t req_cancelled;
+  counter_t work_abandoned;
   counter_t accept_errors;
   counter_t output_bytes;
   counter_t idle_late[LATE_BUCKETS];
@@ -190,7 +217,7 @@ struct loop_s {
   uv_poll_t listen_poll;
   xtimer_t accept_timer; /* backs off after an accept error */
   int accept_paused;
-  uv_check_t publish; /* copies the backend's counters into stat */
+  uv_prepare_t publish; /* copies the backend's counters into stat */
   uv_timer_t stats_timer;
   xtimer_t drain_timer;
   conn_t conns;      /* list head */
@@ -232,8 +259,8 @@ struct server_s {
 
 extern struct server_s srv;
 
-/* Simulated work sleeps on this condition variable, so that shutdown can
- * wake it instead of waiting for the longest request to end. */
+/* Simulated work sleeps on this condition variable, so that an abandoned
+ * request, or shutdown, can wake it instead of waiting for it to end. */
 extern uv_mutex_t work_mutex;
 extern uv_cond_t work_cond;
 extern atomic_int work_stop;
@@ -248,10 +275,12 @@ void conn_bye(conn_t* c, const char* msg);
 void conn_accepted(loop_t* lp, int fd);
 void conn_pause(conn_t* c, int why);
 void conn_resume(conn_t* c, int why);
+void conn_unref(conn_t* c);
 
 /* request.c */
 void req_deadline_closed(xtimer_t* t);
 void req_detach(req_t* r);
+void req_abandon(req_t* r);
 void handle_req(conn_t* c, const char* line, size_t len);
 void work_wake_all(void);
 

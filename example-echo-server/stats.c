@@ -5,12 +5,15 @@
  * without a lock: every counter in loop_t.stat has one writer, its own
  * loop, which updates it with a relaxed load and store (no read-modify-
  * write, so no cache line bouncing between loops on the hot path); STATS
- * sums the loops' counters with relaxed loads.  The timer counts of a loop
- * are its backend's, which only its own thread may read, so each loop
- * publishes them once per iteration (loop.c); the line's own loop reads
- * its backend directly.  Each field is exact for its loop at some moment
- * of the last iteration; the sum is not one atomic snapshot, which a
- * monitoring line does not need.
+ * sums the loops' counters with relaxed loads, so they are current when
+ * the line is made.  The timer counts (timers, tasks, wakeups) of a loop
+ * are its backend's, which only its own thread may read: the line's own
+ * loop reads its backend directly, and each other loop publishes its
+ * counts each time it is about to wait for events (loop.c).  So a loop
+ * that is waiting shows exactly what it holds; one that is busy shows
+ * what it held before its current iteration, which ends as soon as the
+ * events it woke for are handled.  The sum is not one atomic snapshot,
+ * which a monitoring line does not need.
  */
 
 #include "server.h"
@@ -67,13 +70,14 @@ void stats_format(loop_t* lp, char* buf, size_t size) {
       "STATS conns=%" PRIu64 " timers=%" PRIu64 " tasks=%" PRIu64
       " wakeups=%" PRIu64 " idle_closes=%" PRIu64 " req_ok=%" PRIu64
       " req_timeout=%" PRIu64 " busy=%" PRIu64 " req_busy=%" PRIu64
-      " req_cancelled=%" PRIu64 " work_inflight=%" PRIu64
+      " req_cancelled=%" PRIu64 " work_abandoned=%" PRIu64
+      " work_inflight=%" PRIu64
       " accept_errors=%" PRIu64 " line_timeouts=%" PRIu64
       " slow_closes=%" PRIu64 " output_bytes=%" PRIu64
       " loops=%u loop_conns=%s timers_backend=%s",
       TOTAL(conns), timers, tasks, wakeups, TOTAL(idle_closes), TOTAL(req_ok),
       TOTAL(req_timeout), TOTAL(busy_closes), TOTAL(req_busy),
-      TOTAL(req_cancelled),
+      TOTAL(req_cancelled), TOTAL(work_abandoned),
       (uint64_t) atomic_load_explicit(&srv.work_inflight, memory_order_relaxed),
       TOTAL(accept_errors), TOTAL(line_timeouts), TOTAL(slow_closes),
       TOTAL(output_bytes), srv.nloops, per_loop, xbackend_name(opt.kind));

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """Admission for work: a flood of requests whose work outlasts their
 deadline.  Past --max-work-inflight a REQ gets BUSY <id> at once; an
-admitted one gets TIMEOUT at its deadline, and if its work had not
-started, the work is cancelled and its thread stays free.  Afterwards the
-pool serves new requests, and nothing is left in flight."""
+admitted one gets TIMEOUT at its deadline, and its work is abandoned:
+cancelled if it had not started, told to stop if it runs.  Nothing is
+left in flight soon after, and the pool serves new requests."""
 
 import sys
 import time
@@ -25,8 +25,11 @@ BUSY_SLACK_MS = 2000
 
 def main():
     args = parse_args()
+    # One connection floods: its share of the pool is the whole admission
+    # bound here (test_abandon.py tests the share).
     srv = Server(args.server, args.timers, "--loops", args.loops,
                  "--threads", THREADS, "--max-work-inflight", INFLIGHT,
+                 "--max-work-per-conn", INFLIGHT,
                  "--heartbeat-ms", 60000, "--idle-ms", 120000)
     log("a flood of %d requests, %d ms of work each, %d ms deadlines, "
         "%d threads, at most %d in flight"
@@ -64,35 +67,32 @@ def main():
           "BUSY comes at once: within the deadline + %d ms (late: %r)"
           % (BUSY_SLACK_MS, busy_late[:3]))
 
-    # The cancelled works' done calls come a moment after their TIMEOUT.
-    until = time.monotonic() + 10
+    # The abandoned works' done calls come a moment after their TIMEOUT,
+    # not after their 3 s of work (the wait allows for a loaded machine).
+    timeouts = kinds.get("TIMEOUT", 0)
+    until = time.monotonic() + 15
     while True:
         s = stats(srv.port)
-        if (s.get("req_cancelled", 0) >= 1
-                and s.get("work_inflight", 99) <= THREADS) \
+        if (s.get("work_inflight") == 0 and s.get("tasks") == 0) \
                 or time.monotonic() > until:
             break
         time.sleep(0.1)
     log("  STATS: %s" % s)
     check(s.get("req_busy") == kinds.get("BUSY", 0),
           "STATS req_busy=%s matches" % s.get("req_busy"))
-    check(s.get("req_cancelled", 0) >= 1,
-          "work that had not started was cancelled: req_cancelled=%s"
-          % s.get("req_cancelled"))
-    check(s.get("work_inflight", 99) <= THREADS,
-          "only work that runs holds a place: work_inflight=%s <= %d"
-          % (s.get("work_inflight"), THREADS))
-
-    log("after the running work ends, the pool serves new requests")
-    deadline = time.monotonic() + WORK_MS / 1000 + 15
-    while time.monotonic() < deadline:
-        s = stats(srv.port)
-        if s.get("work_inflight") == 0:
-            break
-        time.sleep(0.2)
+    stopped = s.get("req_cancelled", 0) + s.get("work_abandoned", 0)
+    # Each TIMEOUT's work is cancelled if it has not started, else told to
+    # stop; only one that ran its 3 s anyway (a thread held off a core for
+    # that long) would count in neither.
+    check(stopped >= max(1, timeouts // 2),
+          "the works of the %d TIMEOUTs were cancelled (req_cancelled=%s) "
+          "or stopped early (work_abandoned=%s)"
+          % (timeouts, s.get("req_cancelled"), s.get("work_abandoned")))
     check(s.get("work_inflight") == 0 and s.get("tasks") == 0,
           "nothing left in flight: work_inflight=%s tasks=%s"
           % (s.get("work_inflight"), s.get("tasks")))
+
+    log("the pool serves new requests")
     c.send("REQ ok 10 10000\n")
     check(c.text(timeout=15) == "OK ok", "REQ ok 10 10000 -> OK")
     c.close()

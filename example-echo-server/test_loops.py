@@ -23,9 +23,44 @@ def parse_stats(line):
     return out
 
 
+def test_stats_fresh(args, loops):
+    """STATS right after the last request: the counts of the other loop,
+    which is idle now, are the ones it had when it went idle, not those
+    of an iteration before (its last reply is sent in an iteration of its
+    own).  A long heartbeat keeps the loops asleep, so nothing refreshes
+    the counts behind the test's back."""
+    log("STATS after the last reply, with both loops idle")
+    srv = Server(args.server, args.timers, "--loops", loops,
+                 "--heartbeat-ms", 60000, "--idle-ms", 120000)
+    conns = [Conn(srv.port) for _ in range(CONNS)]
+    for i, c in enumerate(conns):
+        c.send("REQ f%d 5 10000\n" % i)
+    check(all(c.text(timeout=15) == "OK f%d" % i
+              for i, c in enumerate(conns)), "every request is answered")
+    # A loaded machine may take a while to finish the last iteration; an
+    # idle loop whose counts are stale stays so for the whole wait.
+    s = {}
+    until = time.monotonic() + 5
+    while time.monotonic() < until:
+        time.sleep(0.1)
+        conns[0].send("STATS\n")
+        s = parse_stats(conns[0].text())
+        if s.get("timers") == CONNS and s.get("tasks") == 0:
+            break
+    log("  STATS: %s" % s)
+    check(s.get("timers") == CONNS and s.get("tasks") == 0
+          and s.get("work_inflight") == 0,
+          "timers=%s (want %d) tasks=%s (want 0) work_inflight=%s"
+          % (s.get("timers"), CONNS, s.get("tasks"), s.get("work_inflight")))
+    for c in conns:
+        c.close()
+    srv.stop_and_check()
+
+
 def main():
     args = parse_args()
     loops = args.loops if args.loops not in ("1", "0") else "2"
+    test_stats_fresh(args, loops)
     srv = Server(args.server, args.timers, "--loops", loops,
                  "--heartbeat-ms", 1000, "--idle-ms", 3000,
                  "--threads", 32)
@@ -36,7 +71,7 @@ def main():
     check(all(c.text() == "hello %d" % i for i, c in enumerate(conns)),
           "every connection echoes")
     s = {}
-    for _ in range(50):  # the other loop publishes once per iteration
+    for _ in range(50):  # until the other loop has read its connections
         conns[0].send("STATS\n")
         s = parse_stats(conns[0].text())
         if s.get("timers") == CONNS:

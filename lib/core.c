@@ -57,7 +57,7 @@
  * e > n and e >= the first tick of its slot's block.
  *
  * Order.  A pass collects every expired timer into `due` and sorts it by
- * (deadline, start_id), libuv's heap order, with a natural merge sort: the
+ * (deadline, order), libuv's heap order, with a natural merge sort: the
  * collected lists are almost always one or a few sorted runs, so this is one
  * linear scan in the common case.  Lazy re-arms and cascades may leave
  * slots out of order; the sort is what makes the order exact.
@@ -68,21 +68,58 @@
 #include <string.h>
 
 
+/* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index
+ * b (bit length b + 1) is level ceil((b + 1 - L0_BITS) / LN_BITS). */
+#define FILE_LEVEL(b)                                                         \
+  ((b) < UVTW__L0_BITS                                                        \
+       ? 1u                                                                   \
+       : ((b) + UVTW__LN_BITS - UVTW__L0_BITS) / UVTW__LN_BITS)
+#define FILE_ENTRY(b)                                                         \
+  {(uint8_t) (UVTW__L0_BITS + UVTW__LN_BITS * (FILE_LEVEL(b) - 1)),          \
+   (uint16_t) (UVTW__LN_SLOTS * (FILE_LEVEL(b) - 1))}
+#define FILE_ENTRY4(b)                                                        \
+  FILE_ENTRY(b), FILE_ENTRY(b + 1), FILE_ENTRY(b + 2), FILE_ENTRY(b + 3)
+
+_Static_assert(UVTW__FILE_MAX_LEN == 40, "uvtw__file_levels has 40 entries");
+
+const uvtw__file_level_t uvtw__file_levels[UVTW__FILE_MAX_LEN] = {
+    FILE_ENTRY4(0),  FILE_ENTRY4(4),  FILE_ENTRY4(8),  FILE_ENTRY4(12),
+    FILE_ENTRY4(16), FILE_ENTRY4(20), FILE_ENTRY4(24), FILE_ENTRY4(28),
+    FILE_ENTRY4(32), FILE_ENTRY4(36)};
+
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
+  unsigned l;
   unsigned s;
 
   UVTW__ASSERT(tick_ms >= 1);
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
+  core->max_tick = UINT64_MAX / tick_ms;
+  if (tick_ms > 1) {
+    l = 64 - (unsigned) __builtin_clzll(tick_ms - 1);
+    core->tick_magic =
+        (uint64_t) ((((unsigned __int128) (((uint64_t) 1 << l) - tick_ms))
+                     << 64) /
+                    tick_ms) +
+        1;
+    core->tick_shift = l - 1;
+  }
+  memcpy(core->file_levels, uvtw__file_levels, sizeof(core->file_levels));
   core->precascade_chunk = UVTW__PRECASCADE_CHUNK;
-  core->now_tick = now_ms / tick_ms;
-  core->collected_ms = core->now_tick * tick_ms;
+  uvtw__core_set_now(core, now_ms / tick_ms);
   for (s = 0; s < UVTW__NSLOTS; s++)
     uvtw__list_init(&core->slots[s]);
   uvtw__list_init(&core->overflow);
   uvtw__list_init(&core->ready);
   uvtw__list_init(&core->due);
+}
+
+
+void uvtw__core_set_now(uvtw__core_t* core, uint64_t n) {
+  core->now_tick = n;
+  core->collected_ms = n * core->tick_ms;
+  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
 }
 
 
@@ -394,7 +431,7 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
 
 
 /* Natural merge sort of a NULL-terminated singly linked list by
- * (deadline, start_id).  Start ids are unique, so stability is moot. */
+ * (deadline, order).  Orders are unique, so stability is moot. */
 static struct uvtw__link* cut_run(struct uvtw__link* run,
                                   struct uvtw__link** rest) {
   struct uvtw__link* p;
@@ -559,8 +596,7 @@ static void advance(uvtw__core_t* core,
   }
   if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1))
     uvtw__list_splice(todo, &core->overflow);
-  core->now_tick = n2;
-  core->collected_ms = n2 * core->tick_ms;
+  uvtw__core_set_now(core, n2);
 }
 
 
@@ -654,7 +690,7 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
    * anything in a slot. */
   uvtw__list_splice(&core->due, &core->ready);
   n = core->now_tick;
-  n2 = now_ms / core->tick_ms;
+  n2 = uvtw__core_tick_floor(core, now_ms);
   if (n2 == n + 1 && (n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1))) {
     /* The common pass, one tick on inside a level-1 block: one level-0
      * slot, nothing above.  (As advance() does, without its loop.) */
@@ -663,8 +699,7 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
       uvtw__core_clear_bit(core, s);
       uvtw__list_splice(&core->due, &core->slots[s]);
     }
-    core->now_tick = n2;
-    core->collected_ms = n2 * core->tick_ms;
+    uvtw__core_set_now(core, n2);
     if (core->big_levels != 0)
       precascade(core, 1);
   } else if (n2 > n) {
@@ -703,38 +738,12 @@ void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
   struct uvtw__link todo;
   uint64_t n2;
 
-  n2 = now_ms / core->tick_ms;
+  n2 = uvtw__core_tick_floor(core, now_ms);
   if (n2 <= core->now_tick)
     return;
   uvtw__list_init(&todo);
   advance(core, n2, &todo, &todo);
   cascade(core, &todo, &core->ready);
-}
-
-
-uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
-  uvtw_timer_t* t;
-  uint64_t deadline;
-
-  if (uvtw__list_empty(&core->due))
-    return NULL;
-  t = uvtw__timer_of(core->due.next);
-  /* Never early, and linked where `due` says: a broken list or an early
-   * timer here would run a callback libuv would not run. */
-  UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
-               t->deadline_ <= core->collected_ms);
-  uvtw__list_remove(&t->link_);
-  if (t->repeat_ != 0) {
-    /* libuv's rule: the next deadline counts from the loop time at
-     * dispatch, so an overdue timer fires once, not once per period. */
-    deadline = uvtw__sat_add(now_ms, t->repeat_);
-    t->start_id_ = core->next_start_id++;
-    t->deadline_ = deadline;
-    uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
-  } else {
-    uvtw__core_count(core, t, -1);
-  }
-  return t;
 }
 
 
@@ -744,7 +753,7 @@ void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id) {
 
   for (link = core->due.next; link != &core->due; link = next) {
     next = link->next;
-    if (uvtw__timer_of(link)->start_id_ >= first_id) {
+    if (uvtw__timer_of(link)->order_ >= first_id) {
       uvtw__list_remove(link);
       uvtw__list_append(&core->ready, link);
     }
@@ -763,7 +772,7 @@ static void walk_list(struct uvtw__link* head,
   for (link = head->next; link != head; link = next) {
     next = link->next; /* fn may move or stop this timer, and only it */
     t = uvtw__timer_of(link);
-    if (t->start_id_ < limit)
+    if (t->order_ < limit)
       fn(t, arg);
   }
 }
@@ -775,9 +784,9 @@ void uvtw__core_walk(uvtw__core_t* core,
   uint64_t limit;
   unsigned s;
 
-  /* A timer that fn restarts gets a start_id >= limit, so wherever it is
+  /* A timer that fn restarts gets an order >= limit, so wherever it is
    * re-filed, the walk does not visit it again. */
-  limit = core->next_start_id;
+  limit = core->next_order;
   for (s = 0; s < UVTW__NSLOTS; s++)
     walk_list(&core->slots[s], limit, fn, arg);
   walk_list(&core->overflow, limit, fn, arg);

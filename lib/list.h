@@ -26,9 +26,15 @@ static inline int uvtw__list_empty(const struct uvtw__link* head) {
 
 static inline void uvtw__list_append(struct uvtw__link* head,
                                      struct uvtw__link* node) {
+  struct uvtw__link* prev;
+
+  /* Read once, as the stores below may alias it; and the stores in this
+   * order, which keeps GCC from pairing the node's two in a vector
+   * register (four instructions for two). */
+  prev = head->prev;
   node->next = head;
-  node->prev = head->prev;
-  head->prev->next = node;
+  prev->next = node;
+  node->prev = prev;
   head->prev = node;
 }
 

@@ -209,7 +209,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
   timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
-  timer->unref_ = 0;
+  timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
   node->location = AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
   count_filed(wheel, 1);

@@ -54,13 +54,14 @@ static void pass_cb(uv_timer_t* handle) {
 
   wheel = handle->data;
   uvtw__driver_pass_begin(wheel);
-  while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core,
-                                     uvtw__loop_now(wheel->loop)))) {
+  /* The loop's time is read per timer (a callback may update it), and
+   * only when one is due. */
+  while (!wheel->closing && !uvtw__list_empty(&wheel->core.due)) {
+    timer = uvtw__core_pop_due(&wheel->core, uvtw__loop_now(wheel->loop));
     wheel->timers_fired += !uvtw__task_owns(timer);
     timer->cb_(timer);
   }
-  wheel->driver.in_pass = 0;
+  uvtw__driver_pass_over(wheel);
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   uvtw__core_validate(&wheel->core);
   if (wheel->closing)

@@ -333,11 +333,13 @@ static inline int uvtw__core_before(const struct uvtw__link* a,
 
 
 /* Takes the first timer of the running pass, or NULL when the pass is over.
- * A one-shot is made inactive; a repeating timer is restarted for now_ms +
+ * A one-shot is made inactive; a repeating timer is restarted for *now_ms +
  * repeat, as libuv does before the callback.  The caller runs timer->cb_.
- * Inline: the pass calls it once per timer. */
-static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
-                                               uint64_t now_ms) {
+ * The time is read only for a repeating timer: the pass passes the loop's
+ * clock, which a callback may move.  Inline: the pass calls it once per
+ * timer. */
+static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
+                                                  const uint64_t* now_ms) {
   uvtw_timer_t* t;
   uint64_t deadline;
 
@@ -352,7 +354,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at
      * dispatch, so an overdue timer fires once, not once per period. */
-    deadline = uvtw__sat_add(now_ms, t->repeat_);
+    deadline = uvtw__sat_add(*now_ms, t->repeat_);
     uvtw__core_order(core, t);
     t->deadline_ = deadline;
     uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
@@ -360,6 +362,13 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
     uvtw__core_count(core, uvtw__timer_ref(t), -1);
   }
   return t;
+}
+
+
+/* uvtw__core_pop_due_at for a time given by value. */
+static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
+                                               uint64_t now_ms) {
+  return uvtw__core_pop_due_at(core, &now_ms);
 }
 
 

@@ -88,6 +88,14 @@ const uvtw__file_level_t uvtw__file_levels[UVTW__FILE_MAX_LEN] = {
     FILE_ENTRY4(32), FILE_ENTRY4(36)};
 
 
+/* Moves now_tick to n and the times derived from it. */
+static inline void set_now(uvtw__core_t* core, uint64_t n) {
+  core->now_tick = n;
+  core->collected_ms = n * core->tick_ms;
+  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
+}
+
+
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   unsigned l;
   unsigned s;
@@ -107,19 +115,12 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   }
   memcpy(core->file_levels, uvtw__file_levels, sizeof(core->file_levels));
   core->precascade_chunk = UVTW__PRECASCADE_CHUNK;
-  uvtw__core_set_now(core, now_ms / tick_ms);
+  set_now(core, now_ms / tick_ms);
   for (s = 0; s < UVTW__NSLOTS; s++)
     uvtw__list_init(&core->slots[s]);
   uvtw__list_init(&core->overflow);
   uvtw__list_init(&core->ready);
   uvtw__list_init(&core->due);
-}
-
-
-void uvtw__core_set_now(uvtw__core_t* core, uint64_t n) {
-  core->now_tick = n;
-  core->collected_ms = n * core->tick_ms;
-  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
 }
 
 
@@ -361,7 +362,9 @@ static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
+/* uvtw__core_tighten in general. */
+static uint64_t __attribute__((noinline))
+tighten_slow(uvtw__core_t* core, int* crowded) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
@@ -427,6 +430,47 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
     }
     /* The slot emptied: look at the next one, within the budget. */
   }
+}
+
+
+/* The common case of uvtw__core_tighten, by the same rule in fewer steps:
+ * nothing due, no overflow list, no pre-cascade, and level 0's first slot
+ * lies in the occupancy word of now_tick + 1, is the earliest slot (no
+ * upper slot's block begins before its tick: the test that ends
+ * earliest_slot's scan), holds at most UVTW__TIGHTEN_MAX timers, and all
+ * of them expire at its tick: their expiry is at least that tick (a slot's
+ * invariant), so a deadline at most the tick's last ms says it, without a
+ * division.  Then that tick is exact, and it is what tighten_slow would
+ * return.  Anything else goes to tighten_slow. */
+uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
+  const struct uvtw__link* head;
+  const struct uvtw__link* link;
+  uint64_t first;
+  uint64_t last_ms;
+  uint64_t word;
+  unsigned count;
+  size_t p;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due) ||
+      !uvtw__list_empty(&core->overflow) || core->big_levels != 0)
+    return tighten_slow(core, crowded);
+  p = (size_t) ((core->now_tick + 1) & (UVTW__L0_SLOTS - 1));
+  word = core->occupied[p / UVTW__WORD_BITS] >> (p % UVTW__WORD_BITS);
+  if (word == 0)
+    return tighten_slow(core, crowded);
+  p += (size_t) __builtin_ctzll(word);
+  first = core->now_tick + 1 + (uint64_t) __builtin_ctzll(word);
+  if (first > next_block_start(core, 1))
+    return tighten_slow(core, crowded);
+  last_ms = uvtw__core_ms_of(core, first);
+  head = &core->slots[p];
+  count = 0;
+  for (link = head->next; link != head; link = link->next)
+    if (++count > UVTW__TIGHTEN_MAX ||
+        uvtw__timer_of((struct uvtw__link*) link)->deadline_ > last_ms)
+      return tighten_slow(core, crowded);
+  *crowded = 0;
+  return first;
 }
 
 
@@ -596,7 +640,7 @@ static void advance(uvtw__core_t* core,
   }
   if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1))
     uvtw__list_splice(todo, &core->overflow);
-  uvtw__core_set_now(core, n2);
+  set_now(core, n2);
 }
 
 
@@ -677,40 +721,12 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
 }
 
 
-void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
+/* Sorts `due`, then re-files the timers in it that are not due. */
+static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
   struct uvtw__link todo;
   struct uvtw__link* link;
   uvtw_timer_t* t;
-  uint64_t n;
-  uint64_t n2;
-  unsigned s;
 
-  uvtw__list_init(&todo);
-  /* Timers found ready earlier fire first: their expiry is <= n, before
-   * anything in a slot. */
-  uvtw__list_splice(&core->due, &core->ready);
-  n = core->now_tick;
-  n2 = uvtw__core_tick_floor(core, now_ms);
-  if (n2 == n + 1 && (n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1))) {
-    /* The common pass, one tick on inside a level-1 block: one level-0
-     * slot, nothing above.  (As advance() does, without its loop.) */
-    s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
-    if (slot_occupied(core, s)) {
-      uvtw__core_clear_bit(core, s);
-      uvtw__list_splice(&core->due, &core->slots[s]);
-    }
-    uvtw__core_set_now(core, n2);
-    if (core->big_levels != 0)
-      precascade(core, 1);
-  } else if (n2 > n) {
-    /* A level-0 slot holds one tick, so its timers go straight to `due`
-     * (one walk less over them), bar lazily re-armed ones, peeled off
-     * below.  Higher levels cascade: each timer expires or moves down. */
-    advance(core, n2, &core->due, &todo);
-    cascade(core, &todo, &core->due);
-    if (core->big_levels != 0)
-      precascade(core, n2 - n);
-  }
   sort_due(core);
   /* Sorted by deadline, timers re-armed past now (lazily, in a level-0
    * slot) are all at the end: cut that tail off, then re-file it. */
@@ -731,6 +747,71 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
       core->cascades++;
     }
   }
+}
+
+
+/* uvtw__core_expire in general. */
+static void __attribute__((noinline))
+expire_slow(uvtw__core_t* core, uint64_t now_ms) {
+  struct uvtw__link todo;
+  uint64_t n;
+  uint64_t n2;
+
+  uvtw__list_init(&todo);
+  /* Timers found ready earlier fire first: their expiry is <= n, before
+   * anything in a slot. */
+  uvtw__list_splice(&core->due, &core->ready);
+  n = core->now_tick;
+  n2 = uvtw__core_tick_floor(core, now_ms);
+  if (n2 > n) {
+    /* A level-0 slot holds one tick, so its timers go straight to `due`
+     * (one walk less over them), bar lazily re-armed ones, peeled off
+     * below.  Higher levels cascade: each timer expires or moves down. */
+    advance(core, n2, &core->due, &todo);
+    cascade(core, &todo, &core->due);
+    if (core->big_levels != 0)
+      precascade(core, n2 - n);
+  }
+  finish_due(core);
+}
+
+
+/* Non-zero if `due` is sorted and holds no timer whose deadline is past
+ * collected_ms: then expire_slow's sort and tail cut would change
+ * nothing.  A walk without calls, for the pass of one or a few timers. */
+static int due_final(const uvtw__core_t* core) {
+  const struct uvtw__link* link;
+
+  for (link = core->due.next; link != &core->due; link = link->next)
+    if (uvtw__timer_of((struct uvtw__link*) link)->deadline_ >
+            core->collected_ms ||
+        (link->next != &core->due && uvtw__core_before(link->next, link)))
+      return 0;
+  return 1;
+}
+
+
+/* The common pass, one tick on inside a level-1 block, with no pre-cascade
+ * under way: one level-0 slot, nothing above, and most often nothing to
+ * sort or re-file.  A leaf; the rest is expire_slow's. */
+void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
+  uint64_t n2;
+  unsigned s;
+
+  n2 = uvtw__core_tick_floor(core, now_ms);
+  if (n2 != core->now_tick + 1 ||
+      !(n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1)) ||
+      core->big_levels != 0 || !uvtw__list_empty(&core->ready) ||
+      !uvtw__list_empty(&core->due))
+    return expire_slow(core, now_ms);
+  s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
+  set_now(core, n2);
+  if (!slot_occupied(core, s))
+    return;
+  uvtw__core_clear_bit(core, s);
+  uvtw__list_move(&core->due, &core->slots[s]); /* due was empty */
+  if (!due_final(core))
+    finish_due(core);
 }
 
 

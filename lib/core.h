@@ -197,9 +197,6 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded);
  * that passed owes (see core.c). */
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
 
-/* Moves now_tick to n and the times derived from it. */
-void uvtw__core_set_now(uvtw__core_t* core, uint64_t n);
-
 /* Outside a pass: brings now_tick up to now_ms when the loop's clock ran
  * ahead of the wheel (no pass since), so that a timer started now is filed
  * relative to the loop's now and a short one lands in level 0.  Timers

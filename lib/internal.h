@@ -109,7 +109,8 @@ struct uvtw_wheel_s {
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
-  uint64_t timers_fired; /* timer callbacks run (a task counts in tasks.run) */
+  /* Timer callbacks run (a task counts in tasks.run, not here). */
+  uint64_t timers_fired;
   uvtw__tasks_t tasks;
 };
 

@@ -53,6 +53,25 @@ static inline struct uvtw__link* uvtw__list_remove(struct uvtw__link* node) {
 }
 
 
+/* Moves every node of `from`, which is not empty, to `to`, which is;
+ * `from` becomes empty.  uvtw__list_splice without its tests, and with
+ * each link read once. */
+static inline void uvtw__list_move(struct uvtw__link* to,
+                                   struct uvtw__link* from) {
+  struct uvtw__link* first;
+  struct uvtw__link* last;
+
+  first = from->next;
+  last = from->prev;
+  to->next = first;
+  first->prev = to;
+  to->prev = last;
+  last->next = to;
+  from->next = from;
+  from->prev = from;
+}
+
+
 /* Moves every node of `from` to the end of `to`; `from` becomes empty. */
 static inline void uvtw__list_splice(struct uvtw__link* to,
                                      struct uvtw__link* from) {

@@ -54,15 +54,17 @@ static void pass_cb(uv_timer_t* handle) {
 
   wheel = handle->data;
   uvtw__driver_pass_begin(wheel);
-  /* The loop's time is read per timer (a callback may update it), and
-   * only when one is due. */
-  while (!wheel->closing && !uvtw__list_empty(&wheel->core.due)) {
-    timer = uvtw__core_pop_due(&wheel->core, uvtw__loop_now(wheel->loop));
-    wheel->timers_fired += !uvtw__task_owns(timer);
+  /* The loop's time is read for each repeating timer (a callback may
+   * update it).  Every timer counts as fired here; a task's fire takes
+   * its count back (uvtw__task_fire). */
+  while (!wheel->closing &&
+         (timer = uvtw__core_pop_due_at(&wheel->core, &wheel->loop->time))) {
+    wheel->timers_fired++;
     timer->cb_(timer);
   }
   uvtw__driver_pass_over(wheel);
-  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  if (uvtw__tasks_may_be_busy(&wheel->tasks))
+    uvtw__tasks_pass_flush(wheel); /* nodes of tasks that ended in it */
   uvtw__core_validate(&wheel->core);
   if (wheel->closing)
     return;

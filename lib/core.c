@@ -68,26 +68,6 @@
 #include <string.h>
 
 
-/* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index
- * b (bit length b + 1) is level ceil((b + 1 - L0_BITS) / LN_BITS). */
-#define FILE_LEVEL(b)                                                         \
-  ((b) < UVTW__L0_BITS                                                        \
-       ? 1u                                                                   \
-       : ((b) + UVTW__LN_BITS - UVTW__L0_BITS) / UVTW__LN_BITS)
-#define FILE_ENTRY(b)                                                         \
-  {(uint8_t) (UVTW__L0_BITS + UVTW__LN_BITS * (FILE_LEVEL(b) - 1)),          \
-   (uint16_t) (UVTW__LN_SLOTS * (FILE_LEVEL(b) - 1))}
-#define FILE_ENTRY4(b)                                                        \
-  FILE_ENTRY(b), FILE_ENTRY(b + 1), FILE_ENTRY(b + 2), FILE_ENTRY(b + 3)
-
-_Static_assert(UVTW__FILE_MAX_LEN == 40, "uvtw__file_levels has 40 entries");
-
-const uvtw__file_level_t uvtw__file_levels[UVTW__FILE_MAX_LEN] = {
-    FILE_ENTRY4(0),  FILE_ENTRY4(4),  FILE_ENTRY4(8),  FILE_ENTRY4(12),
-    FILE_ENTRY4(16), FILE_ENTRY4(20), FILE_ENTRY4(24), FILE_ENTRY4(28),
-    FILE_ENTRY4(32), FILE_ENTRY4(36)};
-
-
 /* Moves now_tick to n and the times derived from it. */
 static inline void set_now(uvtw__core_t* core, uint64_t n) {
   core->now_tick = n;
@@ -97,6 +77,7 @@ static inline void set_now(uvtw__core_t* core, uint64_t n) {
 
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
+  unsigned b;
   unsigned l;
   unsigned s;
 
@@ -113,7 +94,15 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
         1;
     core->tick_shift = l - 1;
   }
-  memcpy(core->file_levels, uvtw__file_levels, sizeof(core->file_levels));
+  /* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index
+   * b (bit length b + 1) is level ceil((b + 1 - L0_BITS) / LN_BITS). */
+  for (b = 0; b < UVTW__FILE_MAX_LEN; b++) {
+    l = b < UVTW__L0_BITS ? 1 : (b + UVTW__LN_BITS - UVTW__L0_BITS) /
+                                    UVTW__LN_BITS;
+    core->file_levels[b].shift = (uint8_t) uvtw__level_shift(l);
+    core->file_levels[b].upper_base =
+        (uint16_t) uvtw__upper_index(uvtw__slot_base(l));
+  }
   core->precascade_chunk = UVTW__PRECASCADE_CHUNK;
   set_now(core, now_ms / tick_ms);
   for (s = 0; s < UVTW__NSLOTS; s++)
@@ -230,16 +219,22 @@ static unsigned level_first(const uvtw__core_t* core,
 }
 
 
-/* The slot that holds level l's next block (the one after n's), for the
- * pre-cascade. */
-static unsigned next_block_slot(const uvtw__core_t* core, unsigned level) {
-  return uvtw__core_slot(level, (block_of(core->now_tick, level) + 1)
-                                    << uvtw__level_shift(level));
+static int slot_occupied(const uvtw__core_t* core, unsigned s) {
+  return (core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1;
 }
 
 
-static int slot_occupied(const uvtw__core_t* core, unsigned s) {
-  return (core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1;
+/* The pre-cascade's slot at upper level `level`: the one that holds the
+ * next block (the one after n's), UVTW__NSLOTS if it is empty; and the
+ * ticks until that block begins. */
+static unsigned precascade_slot(const uvtw__core_t* core,
+                                unsigned level,
+                                uint64_t* left) {
+  unsigned s;
+
+  s = uvtw__core_slot(level, next_block_start(core, level));
+  *left = next_block_start(core, level) - core->now_tick;
+  return slot_occupied(core, s) ? s : UVTW__NSLOTS;
 }
 
 
@@ -250,23 +245,17 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t left;
   uint64_t step;
   uint32_t count;
-  unsigned level;
+  uint32_t levels;
   unsigned s;
 
-  best = UVTW__NO_TICK;
-  if (core->big_levels == 0)
-    return best; /* the common case: no crowded slot anywhere */
-  for (level = 1; level < UVTW__LEVELS; level++) {
-    if (!(core->big_levels & (1u << level)))
-      continue;
-    s = next_block_slot(core, level);
-    if (!slot_occupied(core, s))
+  best = UVTW__NO_TICK; /* also when no level is big: the common case */
+  for (levels = core->big_levels; levels != 0; levels &= levels - 1) {
+    s = precascade_slot(core, (unsigned) __builtin_ctz(levels), &left);
+    if (s == UVTW__NSLOTS)
       continue;
     count = core->count[uvtw__upper_index(s)];
     if (count <= core->precascade_chunk)
       continue;
-    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
-           core->now_tick;
     step = left / ((count + core->precascade_chunk - 1) /
                    core->precascade_chunk);
     if (step == 0)
@@ -287,9 +276,9 @@ static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
   if (!uvtw__list_empty(&core->overflow)) {
     /* Overflow timers are re-examined when n enters the next top-level
      * block.  None exists while n is in the last one, so no wrap. */
-    top = block_of(core->now_tick, UVTW__LEVELS - 1) + 1;
-    UVTW__ASSERT(top < (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
-    top <<= UVTW__TOP_SHIFT;
+    UVTW__ASSERT(block_of(core->now_tick, UVTW__LEVELS - 1) + 1 <
+                 (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
+    top = next_block_start(core, UVTW__LEVELS - 1);
     if (top < next)
       next = top;
   }
@@ -336,14 +325,15 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 }
 
 
-/* Files t where its expiry belongs: the lowest level whose ring holds it
- * (for cascades, which may place lower than a start would), `ready` if it
- * is due. */
-static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
+/* A cascade: t, just unlinked from a slot, `due` or the overflow list, is
+ * filed where its expiry belongs: the lowest level whose ring holds it
+ * (which may be lower than a start's placement), `ready` if it is due. */
+static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
   uint64_t e;
   unsigned level;
   unsigned s;
 
+  core->cascades++;
   e = uvtw__core_tick_of(core, t->deadline_);
   if (e <= core->now_tick) {
     uvtw__list_append(&core->ready, &t->link_);
@@ -417,8 +407,7 @@ tighten_slow(uvtw__core_t* core, int* crowded) {
       t = uvtw__timer_of(link);
       if (uvtw__core_tick_of(core, t->deadline_) > block_end) {
         uvtw__core_unlink(core, t);
-        file_lowest(core, t);
-        core->cascades++;
+        refile(core, t);
       }
     }
     if (min_e != UVTW__NO_TICK) {
@@ -471,92 +460,6 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
       return tighten_slow(core, crowded);
   *crowded = 0;
   return first;
-}
-
-
-/* Natural merge sort of a NULL-terminated singly linked list by
- * (deadline, order).  Orders are unique, so stability is moot. */
-static struct uvtw__link* cut_run(struct uvtw__link* run,
-                                  struct uvtw__link** rest) {
-  struct uvtw__link* p;
-
-  p = run;
-  while (p->next != NULL && !uvtw__core_before(p->next, p))
-    p = p->next;
-  *rest = p->next;
-  p->next = NULL;
-  return run;
-}
-
-
-static struct uvtw__link* merge(struct uvtw__link* a,
-                                struct uvtw__link* b,
-                                struct uvtw__link*** tail) {
-  struct uvtw__link* head;
-  struct uvtw__link** link;
-
-  link = &head;
-  while (a != NULL && b != NULL) {
-    if (uvtw__core_before(b, a)) {
-      *link = b;
-      b = b->next;
-    } else {
-      *link = a;
-      a = a->next;
-    }
-    link = &(*link)->next;
-  }
-  *link = a != NULL ? a : b;
-  while (*link != NULL)
-    link = &(*link)->next;
-  *tail = link;
-  return head;
-}
-
-
-static void sort_due(uvtw__core_t* core) {
-  struct uvtw__link* head;
-  struct uvtw__link* list;
-  struct uvtw__link* rest;
-  struct uvtw__link* a;
-  struct uvtw__link* b;
-  struct uvtw__link** tail;
-  struct uvtw__link** next_tail;
-  struct uvtw__link* p;
-  struct uvtw__link* prev;
-  int runs;
-
-  head = &core->due;
-  for (p = head->next; p != head && p->next != head; p = p->next)
-    if (uvtw__core_before(p->next, p))
-      break;
-  if (p == head || p->next == head)
-    return; /* already sorted: the common case */
-
-  head->prev->next = NULL;
-  list = head->next;
-  do {
-    struct uvtw__link* merged = NULL;
-    tail = &merged;
-    runs = 0;
-    while (list != NULL) {
-      a = cut_run(list, &rest);
-      b = rest != NULL ? cut_run(rest, &list) : (list = NULL);
-      *tail = merge(a, b, &next_tail);
-      tail = next_tail;
-      runs++;
-    }
-    list = merged;
-  } while (runs > 1);
-
-  prev = head;
-  for (p = list; p != NULL; p = p->next) {
-    p->prev = prev;
-    prev->next = p;
-    prev = p;
-  }
-  prev->next = head;
-  head->prev = prev;
 }
 
 
@@ -655,12 +558,10 @@ static void cascade(uvtw__core_t* core,
     link = todo->next;
     uvtw__list_remove(link);
     t = uvtw__timer_of(link);
-    if (t->deadline_ <= core->collected_ms) {
+    if (t->deadline_ <= core->collected_ms)
       uvtw__list_append(due, link);
-    } else {
-      file_lowest(core, t);
-      core->cascades++;
-    }
+    else
+      refile(core, t);
   }
 }
 
@@ -686,12 +587,10 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
       core->big_levels &= ~(1u << level);
       continue;
     }
-    s = next_block_slot(core, level);
-    if (!slot_occupied(core, s))
+    s = precascade_slot(core, level, &left);
+    if (s == UVTW__NSLOTS)
       continue;
     count = &core->count[uvtw__upper_index(s)];
-    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
-           core->now_tick;
     /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
      * 2^34 here and count < 2^32, so 128 bits cannot overflow, and 64 do
      * not while elapsed < 2^32. */
@@ -712,8 +611,7 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
       --*count;
       /* Its expiry is in the next block, or later if lazily re-armed: never
        * due, and never back in this slot. */
-      file_lowest(core, t);
-      core->cascades++;
+      refile(core, t);
     }
     if (uvtw__list_empty(head))
       uvtw__core_clear_bit(core, s);
@@ -727,7 +625,7 @@ static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
   struct uvtw__link* link;
   uvtw_timer_t* t;
 
-  sort_due(core);
+  uvtw__core_sort_due(core);
   /* Sorted by deadline, timers re-armed past now (lazily, in a level-0
    * slot) are all at the end: cut that tail off, then re-file it. */
   for (link = core->due.prev; link != &core->due; link = link->prev)
@@ -743,8 +641,7 @@ static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
     while (!uvtw__list_empty(&todo)) {
       t = uvtw__timer_of(todo.next);
       uvtw__list_remove(&t->link_);
-      uvtw__core_file(core, t, uvtw__core_tick_of(core, t->deadline_));
-      core->cascades++;
+      refile(core, t);
     }
   }
 }

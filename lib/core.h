@@ -102,14 +102,12 @@ static inline uint64_t uvtw__timer_ref(const uvtw_timer_t* t) {
 /* Where a start files a timer of level >= 1, by the bit index of
  * e - now_tick (63 - clz): the level's shift and its first upper slot
  * (uvtw__upper_index).  A table, because the level is a division by
- * UVTW__LN_BITS otherwise.  Indices below UVTW__L0_BITS + 1 are level 0's
- * and unused. */
+ * UVTW__LN_BITS otherwise.  Indices up to UVTW__L0_BITS are level 0's and
+ * unused. */
 typedef struct {
   uint8_t shift;
   uint16_t upper_base;
 } uvtw__file_level_t;
-
-extern const uvtw__file_level_t uvtw__file_levels[UVTW__FILE_MAX_LEN];
 
 typedef struct uvtw__core_s {
   uint64_t tick_ms;
@@ -139,8 +137,8 @@ typedef struct uvtw__core_s {
   uint64_t tick_magic;
   unsigned tick_shift;
   uint64_t max_tick; /* UINT64_MAX / tick_ms: ms_of saturates above it */
-  /* uvtw__file_levels, here so that a start reads it by the core's
-   * address. */
+  /* By bit index (uvtw__file_level_t), in the core so that a start reads
+   * it by the core's address. */
   uvtw__file_level_t file_levels[UVTW__FILE_MAX_LEN];
   /* Bit i % 64 of word i / 64 <=> slots[i] is non-empty. */
   uint64_t occupied[UVTW__NWORDS];
@@ -204,11 +202,15 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
  * Does nothing if now_ms is not a tick ahead. */
 void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
 
+/* Sorts `due` into libuv's order (core-sort.c). */
+void uvtw__core_sort_due(uvtw__core_t* core);
+
 /* uvtw__core_pop_due (core-inl.h) takes the timers of the pass. */
 
 /* Leaves for the next pass the timers of the running pass whose order_
  * is >= first_id (a next_order), that is, started after the moment the
- * pass stands for; they stay due, in `ready`.  Call right after uvtw__core_expire.  O(due). */
+ * pass stands for; they stay due, in `ready`.  Call right after
+ * uvtw__core_expire.  O(due). */
 void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id);
 
 /* Calls fn for every active timer, once each, also if fn restarts it. */

@@ -75,16 +75,18 @@ __attribute__((visibility("default"))) int clock_gettime(clockid_t id,
   clock_gettime_fn pass;
   uint64_t t;
 
-  pass = (clock_gettime_fn) atomic_load_explicit(&pass_through,
-                                                 memory_order_relaxed);
-  if (pass != NULL)
-    return pass(id, ts);
   if (id != CLOCK_MONOTONIC && id != CLOCK_MONOTONIC_COARSE)
     return real_fn()(id, ts);
   t = atomic_load_explicit(&fake_frozen_ns, memory_order_relaxed);
-  if (t == 0)
+  if (t == 0) {
+    /* Not frozen: the frozen clock's path (calls, idle) stays as it was. */
+    pass = (clock_gettime_fn) atomic_load_explicit(&pass_through,
+                                                   memory_order_relaxed);
+    if (pass != NULL)
+      return pass(id, ts);
     t = real_ns(id) +
         atomic_load_explicit(&fake_offset_ns, memory_order_relaxed);
+  }
   ts->tv_sec = (time_t) (t / 1000000000u);
   ts->tv_nsec = (long) (t % 1000000000u);
   return 0;

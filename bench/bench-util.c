@@ -30,6 +30,8 @@ static void* _Atomic real_clock_gettime;
  * scenarios, read by every thread that asks libuv for the time. */
 static _Atomic uint64_t fake_offset_ns;
 static _Atomic uint64_t fake_frozen_ns; /* 0 = not frozen */
+/* glibc's clock_gettime while bench_clock_real is on, else NULL. */
+static void* _Atomic pass_through;
 
 
 /* The next definition of `name` after ours (glibc's), looked up once and
@@ -70,14 +72,21 @@ static uint64_t real_ns(clockid_t id) {
  * are faked. */
 __attribute__((visibility("default"))) int clock_gettime(clockid_t id,
                                                          struct timespec* ts) {
+  clock_gettime_fn pass;
   uint64_t t;
 
   if (id != CLOCK_MONOTONIC && id != CLOCK_MONOTONIC_COARSE)
     return real_fn()(id, ts);
   t = atomic_load_explicit(&fake_frozen_ns, memory_order_relaxed);
-  if (t == 0)
+  if (t == 0) {
+    /* Not frozen: the frozen clock's path (calls, idle) stays as it was. */
+    pass = (clock_gettime_fn) atomic_load_explicit(&pass_through,
+                                                   memory_order_relaxed);
+    if (pass != NULL)
+      return pass(id, ts);
     t = real_ns(id) +
         atomic_load_explicit(&fake_offset_ns, memory_order_relaxed);
+  }
   ts->tv_sec = (time_t) (t / 1000000000u);
   ts->tv_nsec = (long) (t % 1000000000u);
   return 0;
@@ -100,6 +109,12 @@ void bench_clock_freeze(void) {
   t = real_ns(CLOCK_MONOTONIC) +
       atomic_load_explicit(&fake_offset_ns, memory_order_relaxed);
   atomic_store_explicit(&fake_frozen_ns, t, memory_order_relaxed);
+}
+
+
+void bench_clock_real(int on) {
+  atomic_store_explicit(&pass_through, on ? (void*) real_fn() : NULL,
+                        memory_order_relaxed);
 }
 
 

@@ -130,8 +130,10 @@ struct uvtw_timer_s {
   uvtw_timer_cb cb_;        /* NULL until first started */
   uint64_t deadline_;       /* loop ms, saturated */
   uint64_t repeat_;
-  uint64_t start_id_ : 63;  /* (re)start order: breaks deadline ties */
-  uint64_t unref_ : 1;
+  /* (Re)start order, which breaks deadline ties, in steps of 2; bit 0 is
+   * set while the timer is referenced.  One word, so a start writes both
+   * with one store. */
+  uint64_t order_;
 };
 
 

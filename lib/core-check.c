@@ -50,9 +50,9 @@ static int check_list(const uvtw__core_t* core,
           "%s: expiry %llu outside [%llu, %llu] (now_tick %llu)", name,
           (unsigned long long) e, (unsigned long long) lo,
           (unsigned long long) hi, (unsigned long long) core->now_tick);
-    CHECK(t->start_id_ < core->next_start_id, "%s: start_id", name);
+    CHECK(t->order_ < core->next_order, "%s: order", name);
     tally->count++;
-    tally->refs += !t->unref_;
+    tally->refs += uvtw__timer_ref(t);
     if (e < tally->min_e)
       tally->min_e = e;
   }

@@ -12,19 +12,45 @@ static inline uint64_t uvtw__sat_add(uint64_t a, uint64_t b) {
 }
 
 
+/* ms / tick_ms, rounded down, for tick_ms > 1, without a division: the
+ * round-up reciprocal method (Granlund and Montgomery, "Division by
+ * invariant integers using multiplication", 1994, figure 4.1), exact for
+ * every 64-bit ms. */
+static inline uint64_t uvtw__core_div(const uvtw__core_t* core, uint64_t ms) {
+  uint64_t t1;
+
+  t1 = (uint64_t) (((unsigned __int128) core->tick_magic * ms) >> 64);
+  return (t1 + ((ms - t1) >> 1)) >> core->tick_shift;
+}
+
+
+/* The tick that ms falls in (rounded down); with a 1 ms tick, ms. */
+static inline uint64_t uvtw__core_tick_floor(const uvtw__core_t* core,
+                                             uint64_t ms) {
+  if (core->tick_ms == 1)
+    return ms;
+  return uvtw__core_div(core, ms);
+}
+
+
 /* The timer's expiry tick: its deadline rounded up to a tick. */
 static inline uint64_t uvtw__core_tick_of(const uvtw__core_t* core,
                                           uint64_t deadline_ms) {
+  uint64_t q;
+
   if (core->tick_ms == 1)
     return deadline_ms;
-  return deadline_ms / core->tick_ms + (deadline_ms % core->tick_ms != 0);
+  q = uvtw__core_div(core, deadline_ms);
+  return q + (deadline_ms != q * core->tick_ms);
 }
 
 
 /* Tick to milliseconds, saturating at UINT64_MAX. */
 static inline uint64_t uvtw__core_ms_of(const uvtw__core_t* core,
                                         uint64_t tick) {
-  if (tick > UINT64_MAX / core->tick_ms)
+  if (core->tick_ms == 1)
+    return tick;
+  if (tick > core->max_tick)
     return UINT64_MAX;
   return tick * core->tick_ms;
 }
@@ -35,42 +61,53 @@ static inline uvtw_timer_t* uvtw__timer_of(struct uvtw__link* link) {
 }
 
 
-/* A timer becomes active (delta 1) or inactive (delta -1).  Only the loop
- * thread writes `active`: a relaxed load and store (no read-modify-write)
- * suffice for readers on other threads. */
+/* A timer whose ref flag is `ref` (uvtw__timer_ref) becomes active (delta
+ * 1) or inactive (delta -1).  Only the loop thread writes `active`: a
+ * relaxed load and store (no read-modify-write) suffice for readers on
+ * other threads. */
 static inline void uvtw__core_count(uvtw__core_t* core,
-                                    const uvtw_timer_t* t,
+                                    uint64_t ref,
                                     int delta) {
   atomic_store_explicit(
       &core->active,
       atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
       memory_order_relaxed);
   if (delta > 0) /* a constant in every caller: one add, no mask */
-    core->active_ref += !t->unref_;
+    core->active_ref += ref;
   else
-    core->active_ref -= !t->unref_;
+    core->active_ref -= ref;
 }
 
 
 /* Marks level-0 slot s occupied; the caller appends to it. */
-static inline void uvtw__core_occupy_l0(uvtw__core_t* core, unsigned s) {
+static inline void uvtw__core_occupy_l0(uvtw__core_t* core, size_t s) {
   core->occupied[s / UVTW__WORD_BITS] |= (uint64_t) 1 << (s % UVTW__WORD_BITS);
   core->l0_words |= (uint64_t) 1 << (s / UVTW__WORD_BITS);
 }
 
 
-/* Marks upper slot s occupied by a timer of expiry tick e, keeping its
- * minimum and count; the caller appends to it. */
-static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
-                                           unsigned s,
-                                           uint64_t e) {
-  uint64_t bit;
-  unsigned u;
+/* Non-zero if the loop's time now_ms is a tick or more ahead of the
+ * wheel's (no pass since it moved on). */
+static inline int uvtw__core_behind(const uvtw__core_t* core,
+                                    uint64_t now_ms) {
+  return now_ms >= core->behind_ms;
+}
 
-  bit = (uint64_t) 1 << (s % UVTW__WORD_BITS);
-  u = uvtw__upper_index(s);
-  if (!(core->occupied[s / UVTW__WORD_BITS] & bit)) {
-    core->occupied[s / UVTW__WORD_BITS] |= bit;
+
+/* Marks upper slot L0_SLOTS + u occupied by a timer of expiry tick e,
+ * keeping its minimum and count; the caller appends to it.  By u, the
+ * index among the upper slots: L0_SLOTS is a whole number of words. */
+static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
+                                           size_t u,
+                                           uint64_t e) {
+  uint64_t* occupied;
+  uint64_t word;
+
+  occupied = &core->occupied[UVTW__L0_WORDS + u / UVTW__WORD_BITS];
+  word = *occupied;
+  /* Written as a shift, not a mask: a bit test (bt, bts) on x86. */
+  if (!((word >> (u % UVTW__WORD_BITS)) & 1)) {
+    *occupied = word | (uint64_t) 1 << (u % UVTW__WORD_BITS);
     core->slot_min[u] = e;
     core->count[u] = 1;
   } else {
@@ -89,7 +126,7 @@ static inline void uvtw__core_occupy(uvtw__core_t* core,
   if (s < UVTW__L0_SLOTS)
     uvtw__core_occupy_l0(core, s);
   else
-    uvtw__core_occupy_upper(core, s, e);
+    uvtw__core_occupy_upper(core, uvtw__upper_index(s), e);
 }
 
 
@@ -107,10 +144,12 @@ static inline unsigned uvtw__core_slot(unsigned level, uint64_t e) {
 static inline void uvtw__core_file(uvtw__core_t* core,
                                    uvtw_timer_t* t,
                                    uint64_t e) {
+  const uvtw__file_level_t* level;
+  struct uvtw__link* head;
+  uint64_t bit;
   uint64_t d;
-  unsigned level;
-  unsigned len;
-  unsigned s;
+  size_t s; /* size_t: index arithmetic without 32-bit extensions */
+  size_t u;
 
   if (e <= core->now_tick) {
     uvtw__list_append(&core->ready, &t->link_);
@@ -118,22 +157,23 @@ static inline void uvtw__core_file(uvtw__core_t* core,
   }
   d = e - core->now_tick;
   if (d < UVTW__L0_SLOTS) {
-    s = (unsigned) (e & (UVTW__L0_SLOTS - 1));
+    s = (size_t) (e & (UVTW__L0_SLOTS - 1));
     uvtw__core_occupy_l0(core, s);
+    head = &core->slots[s];
   } else {
-    len = 64 - (unsigned) __builtin_clzll(d);
-    if (len > UVTW__FILE_MAX_LEN) {
+    bit = 63 ^ (uint64_t) __builtin_clzll(d); /* bit length - 1 */
+    if (bit >= UVTW__FILE_MAX_LEN) {
       uvtw__list_append(&core->overflow, &t->link_);
       return;
     }
-    /* level >= 1: uvtw__core_slot() without its level-0 cases. */
-    level = (len - UVTW__L0_BITS + UVTW__LN_BITS - 1) / UVTW__LN_BITS;
-    s = UVTW__L0_SLOTS + UVTW__LN_SLOTS * (level - 1) +
-        (unsigned) ((e >> (UVTW__L0_BITS + UVTW__LN_BITS * (level - 1))) &
-                    (UVTW__LN_SLOTS - 1));
-    uvtw__core_occupy_upper(core, s, e);
+    /* level >= 1: uvtw__core_slot() by the table. */
+    level = &core->file_levels[bit];
+    u = level->upper_base +
+        (size_t) ((e >> level->shift) & (UVTW__LN_SLOTS - 1));
+    uvtw__core_occupy_upper(core, u, e);
+    head = &core->slots[UVTW__L0_SLOTS + u];
   }
-  uvtw__list_append(&core->slots[s], &t->link_);
+  uvtw__list_append(head, &t->link_);
 }
 
 
@@ -189,39 +229,71 @@ static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-/* (Re)starts `timer` for `deadline_ms`, giving it the next start_id, and
+/* Gives `t` the next start order, keeping its ref flag. */
+static inline void uvtw__core_order(uvtw__core_t* core, uvtw_timer_t* t) {
+  t->order_ = core->next_order | uvtw__timer_ref(t);
+  core->next_order += UVTW__ORDER_STEP;
+}
+
+
+/* (Re)starts `timer` for `deadline_ms`, giving it the next order, and
  * files it where that deadline belongs.  Returns its expiry tick: the
  * wheel's next wake-up may have moved there. */
 static inline uint64_t uvtw__core_start(uvtw__core_t* core,
                                         uvtw_timer_t* t,
                                         uint64_t deadline_ms) {
+  uint64_t ref;
   uint64_t e;
 
-  t->start_id_ = core->next_start_id++;
+  /* Everything read first: the library builds with -fno-strict-aliasing,
+   * so a store to the timer would make the compiler read the core's
+   * fields again, and a store to the core the timer's. */
+  ref = uvtw__timer_ref(t);
+  e = uvtw__core_tick_of(core, deadline_ms);
   if (t->link_.next != NULL)
     uvtw__core_unlink(core, t);
   else
-    uvtw__core_count(core, t, 1);
+    uvtw__core_count(core, ref, 1);
+  t->order_ = core->next_order | ref;
+  core->next_order += UVTW__ORDER_STEP;
   t->deadline_ = deadline_ms;
-  e = uvtw__core_tick_of(core, deadline_ms);
   uvtw__core_file(core, t, e);
   return e;
 }
 
 
-/* The lazy re-arm: if `t` is active, waits in a slot (its expiry is after
+/* Non-zero if a re-arm of `t` to `deadline_ms` may be lazy as far as the
+ * core is concerned: `t` is active, waits in a slot (its expiry is after
  * now_tick, i.e. its deadline after collected_ms: no division), and moves
- * to a deadline at or after its current one, only its deadline and
- * start_id are written: its slot comes due no later than the old deadline,
- * and re-files it then.  Returns 0, changing nothing, otherwise. */
+ * to a deadline at or after its current one, so its slot comes due no
+ * later than the old deadline, and re-files it then.  (The driver may
+ * still want the re-arm done in full: timer.c.) */
+static inline int uvtw__core_lazy_ok(const uvtw__core_t* core,
+                                     const uvtw_timer_t* t,
+                                     uint64_t deadline_ms) {
+  return t->link_.next != NULL && deadline_ms >= t->deadline_ &&
+         t->deadline_ > core->collected_ms;
+}
+
+
+/* The lazy re-arm, once uvtw__core_lazy_ok said yes: only the timer's
+ * order and deadline are written. */
+static inline void uvtw__core_rearm_lazy(uvtw__core_t* core,
+                                         uvtw_timer_t* t,
+                                         uint64_t deadline_ms) {
+  uvtw__core_order(core, t);
+  t->deadline_ = deadline_ms;
+}
+
+
+/* The lazy re-arm if the core allows it (uvtw__core_lazy_ok); returns 0,
+ * changing nothing, otherwise. */
 static inline int uvtw__core_rearm_later(uvtw__core_t* core,
                                          uvtw_timer_t* t,
                                          uint64_t deadline_ms) {
-  if (t->link_.next == NULL || deadline_ms < t->deadline_ ||
-      t->deadline_ <= core->collected_ms)
+  if (!uvtw__core_lazy_ok(core, t, deadline_ms))
     return 0;
-  t->start_id_ = core->next_start_id++;
-  t->deadline_ = deadline_ms;
+  uvtw__core_rearm_lazy(core, t, deadline_ms);
   return 1;
 }
 
@@ -231,7 +303,7 @@ static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
   if (t->link_.next == NULL)
     return;
   uvtw__core_unlink(core, t);
-  uvtw__core_count(core, t, -1);
+  uvtw__core_count(core, uvtw__timer_ref(t), -1);
 }
 
 
@@ -239,15 +311,15 @@ static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
 static inline void uvtw__core_set_ref(uvtw__core_t* core,
                                       uvtw_timer_t* t,
                                       int ref) {
-  if (t->unref_ == !ref)
+  if (uvtw__timer_ref(t) == (uint64_t) !!ref)
     return;
   if (t->link_.next != NULL)
     core->active_ref += ref ? 1 : -1;
-  t->unref_ = !ref;
+  t->order_ ^= UVTW__ORDER_REF;
 }
 
 
-/* libuv's timer order: (deadline, start_id).  Start ids are unique, so
+/* libuv's timer order: (deadline, start order).  Orders are unique, so
  * no two timers are equal in it. */
 static inline int uvtw__core_before(const struct uvtw__link* a,
                                     const struct uvtw__link* b) {
@@ -256,7 +328,47 @@ static inline int uvtw__core_before(const struct uvtw__link* a,
 
   if (ta->deadline_ != tb->deadline_)
     return ta->deadline_ < tb->deadline_;
-  return ta->start_id_ < tb->start_id_;
+  return ta->order_ < tb->order_;
+}
+
+
+/* Takes the first timer of the running pass, or NULL when the pass is over.
+ * A one-shot is made inactive; a repeating timer is restarted for *now_ms +
+ * repeat, as libuv does before the callback.  The caller runs timer->cb_.
+ * The time is read only for a repeating timer: the pass passes the loop's
+ * clock, which a callback may move.  Inline: the pass calls it once per
+ * timer. */
+static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
+                                                  const uint64_t* now_ms) {
+  uvtw_timer_t* t;
+  uint64_t deadline;
+
+  if (uvtw__list_empty(&core->due))
+    return NULL;
+  t = uvtw__timer_of(core->due.next);
+  /* Never early, and linked where `due` says: a broken list or an early
+   * timer here would run a callback libuv would not run. */
+  UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
+               t->deadline_ <= core->collected_ms);
+  uvtw__list_remove(&t->link_);
+  if (t->repeat_ != 0) {
+    /* libuv's rule: the next deadline counts from the loop time at
+     * dispatch, so an overdue timer fires once, not once per period. */
+    deadline = uvtw__sat_add(*now_ms, t->repeat_);
+    uvtw__core_order(core, t);
+    t->deadline_ = deadline;
+    uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
+  } else {
+    uvtw__core_count(core, uvtw__timer_ref(t), -1);
+  }
+  return t;
+}
+
+
+/* uvtw__core_pop_due_at for a time given by value. */
+static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
+                                               uint64_t now_ms) {
+  return uvtw__core_pop_due_at(core, &now_ms);
 }
 
 

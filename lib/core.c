@@ -57,7 +57,7 @@
  * e > n and e >= the first tick of its slot's block.
  *
  * Order.  A pass collects every expired timer into `due` and sorts it by
- * (deadline, start_id), libuv's heap order, with a natural merge sort: the
+ * (deadline, order), libuv's heap order, with a natural merge sort: the
  * collected lists are almost always one or a few sorted runs, so this is one
  * linear scan in the common case.  Lazy re-arms and cascades may leave
  * slots out of order; the sort is what makes the order exact.
@@ -68,16 +68,43 @@
 #include <string.h>
 
 
+/* Moves now_tick to n and the times derived from it. */
+static inline void set_now(uvtw__core_t* core, uint64_t n) {
+  core->now_tick = n;
+  core->collected_ms = n * core->tick_ms;
+  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
+}
+
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
+  unsigned b;
+  unsigned l;
   unsigned s;
 
   UVTW__ASSERT(tick_ms >= 1);
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
+  core->max_tick = UINT64_MAX / tick_ms;
+  if (tick_ms > 1) {
+    l = 64 - (unsigned) __builtin_clzll(tick_ms - 1);
+    core->tick_magic =
+        (uint64_t) ((((unsigned __int128) (((uint64_t) 1 << l) - tick_ms))
+                     << 64) /
+                    tick_ms) +
+        1;
+    core->tick_shift = l - 1;
+  }
+  /* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index
+   * b (bit length b + 1) is level ceil((b + 1 - L0_BITS) / LN_BITS). */
+  for (b = 0; b < UVTW__FILE_MAX_LEN; b++) {
+    l = b < UVTW__L0_BITS ? 1 : (b + UVTW__LN_BITS - UVTW__L0_BITS) /
+                                    UVTW__LN_BITS;
+    core->file_levels[b].shift = (uint8_t) uvtw__level_shift(l);
+    core->file_levels[b].upper_base =
+        (uint16_t) uvtw__upper_index(uvtw__slot_base(l));
+  }
   core->precascade_chunk = UVTW__PRECASCADE_CHUNK;
-  core->now_tick = now_ms / tick_ms;
-  core->collected_ms = core->now_tick * tick_ms;
+  set_now(core, now_ms / tick_ms);
   for (s = 0; s < UVTW__NSLOTS; s++)
     uvtw__list_init(&core->slots[s]);
   uvtw__list_init(&core->overflow);
@@ -192,16 +219,22 @@ static unsigned level_first(const uvtw__core_t* core,
 }
 
 
-/* The slot that holds level l's next block (the one after n's), for the
- * pre-cascade. */
-static unsigned next_block_slot(const uvtw__core_t* core, unsigned level) {
-  return uvtw__core_slot(level, (block_of(core->now_tick, level) + 1)
-                                    << uvtw__level_shift(level));
+static int slot_occupied(const uvtw__core_t* core, unsigned s) {
+  return (core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1;
 }
 
 
-static int slot_occupied(const uvtw__core_t* core, unsigned s) {
-  return (core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1;
+/* The pre-cascade's slot at upper level `level`: the one that holds the
+ * next block (the one after n's), UVTW__NSLOTS if it is empty; and the
+ * ticks until that block begins. */
+static unsigned precascade_slot(const uvtw__core_t* core,
+                                unsigned level,
+                                uint64_t* left) {
+  unsigned s;
+
+  s = uvtw__core_slot(level, next_block_start(core, level));
+  *left = next_block_start(core, level) - core->now_tick;
+  return slot_occupied(core, s) ? s : UVTW__NSLOTS;
 }
 
 
@@ -212,23 +245,17 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t left;
   uint64_t step;
   uint32_t count;
-  unsigned level;
+  uint32_t levels;
   unsigned s;
 
-  best = UVTW__NO_TICK;
-  if (core->big_levels == 0)
-    return best; /* the common case: no crowded slot anywhere */
-  for (level = 1; level < UVTW__LEVELS; level++) {
-    if (!(core->big_levels & (1u << level)))
-      continue;
-    s = next_block_slot(core, level);
-    if (!slot_occupied(core, s))
+  best = UVTW__NO_TICK; /* also when no level is big: the common case */
+  for (levels = core->big_levels; levels != 0; levels &= levels - 1) {
+    s = precascade_slot(core, (unsigned) __builtin_ctz(levels), &left);
+    if (s == UVTW__NSLOTS)
       continue;
     count = core->count[uvtw__upper_index(s)];
     if (count <= core->precascade_chunk)
       continue;
-    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
-           core->now_tick;
     step = left / ((count + core->precascade_chunk - 1) /
                    core->precascade_chunk);
     if (step == 0)
@@ -249,9 +276,9 @@ static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
   if (!uvtw__list_empty(&core->overflow)) {
     /* Overflow timers are re-examined when n enters the next top-level
      * block.  None exists while n is in the last one, so no wrap. */
-    top = block_of(core->now_tick, UVTW__LEVELS - 1) + 1;
-    UVTW__ASSERT(top < (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
-    top <<= UVTW__TOP_SHIFT;
+    UVTW__ASSERT(block_of(core->now_tick, UVTW__LEVELS - 1) + 1 <
+                 (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
+    top = next_block_start(core, UVTW__LEVELS - 1);
     if (top < next)
       next = top;
   }
@@ -298,14 +325,15 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 }
 
 
-/* Files t where its expiry belongs: the lowest level whose ring holds it
- * (for cascades, which may place lower than a start would), `ready` if it
- * is due. */
-static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
+/* A cascade: t, just unlinked from a slot, `due` or the overflow list, is
+ * filed where its expiry belongs: the lowest level whose ring holds it
+ * (which may be lower than a start's placement), `ready` if it is due. */
+static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
   uint64_t e;
   unsigned level;
   unsigned s;
 
+  core->cascades++;
   e = uvtw__core_tick_of(core, t->deadline_);
   if (e <= core->now_tick) {
     uvtw__list_append(&core->ready, &t->link_);
@@ -324,7 +352,9 @@ static void file_lowest(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
+/* uvtw__core_tighten in general. */
+static uint64_t __attribute__((noinline))
+tighten_slow(uvtw__core_t* core, int* crowded) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
@@ -377,8 +407,7 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
       t = uvtw__timer_of(link);
       if (uvtw__core_tick_of(core, t->deadline_) > block_end) {
         uvtw__core_unlink(core, t);
-        file_lowest(core, t);
-        core->cascades++;
+        refile(core, t);
       }
     }
     if (min_e != UVTW__NO_TICK) {
@@ -393,89 +422,44 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
 }
 
 
-/* Natural merge sort of a NULL-terminated singly linked list by
- * (deadline, start_id).  Start ids are unique, so stability is moot. */
-static struct uvtw__link* cut_run(struct uvtw__link* run,
-                                  struct uvtw__link** rest) {
-  struct uvtw__link* p;
+/* The common case of uvtw__core_tighten, by the same rule in fewer steps:
+ * nothing due, no overflow list, no pre-cascade, and level 0's first slot
+ * lies in the occupancy word of now_tick + 1, is the earliest slot (no
+ * upper slot's block begins before its tick: the test that ends
+ * earliest_slot's scan), holds at most UVTW__TIGHTEN_MAX timers, and all
+ * of them expire at its tick: their expiry is at least that tick (a slot's
+ * invariant), so a deadline at most the tick's last ms says it, without a
+ * division.  Then that tick is exact, and it is what tighten_slow would
+ * return.  Anything else goes to tighten_slow. */
+uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
+  const struct uvtw__link* head;
+  const struct uvtw__link* link;
+  uint64_t first;
+  uint64_t last_ms;
+  uint64_t word;
+  unsigned count;
+  size_t p;
 
-  p = run;
-  while (p->next != NULL && !uvtw__core_before(p->next, p))
-    p = p->next;
-  *rest = p->next;
-  p->next = NULL;
-  return run;
-}
-
-
-static struct uvtw__link* merge(struct uvtw__link* a,
-                                struct uvtw__link* b,
-                                struct uvtw__link*** tail) {
-  struct uvtw__link* head;
-  struct uvtw__link** link;
-
-  link = &head;
-  while (a != NULL && b != NULL) {
-    if (uvtw__core_before(b, a)) {
-      *link = b;
-      b = b->next;
-    } else {
-      *link = a;
-      a = a->next;
-    }
-    link = &(*link)->next;
-  }
-  *link = a != NULL ? a : b;
-  while (*link != NULL)
-    link = &(*link)->next;
-  *tail = link;
-  return head;
-}
-
-
-static void sort_due(uvtw__core_t* core) {
-  struct uvtw__link* head;
-  struct uvtw__link* list;
-  struct uvtw__link* rest;
-  struct uvtw__link* a;
-  struct uvtw__link* b;
-  struct uvtw__link** tail;
-  struct uvtw__link** next_tail;
-  struct uvtw__link* p;
-  struct uvtw__link* prev;
-  int runs;
-
-  head = &core->due;
-  for (p = head->next; p != head && p->next != head; p = p->next)
-    if (uvtw__core_before(p->next, p))
-      break;
-  if (p == head || p->next == head)
-    return; /* already sorted: the common case */
-
-  head->prev->next = NULL;
-  list = head->next;
-  do {
-    struct uvtw__link* merged = NULL;
-    tail = &merged;
-    runs = 0;
-    while (list != NULL) {
-      a = cut_run(list, &rest);
-      b = rest != NULL ? cut_run(rest, &list) : (list = NULL);
-      *tail = merge(a, b, &next_tail);
-      tail = next_tail;
-      runs++;
-    }
-    list = merged;
-  } while (runs > 1);
-
-  prev = head;
-  for (p = list; p != NULL; p = p->next) {
-    p->prev = prev;
-    prev->next = p;
-    prev = p;
-  }
-  prev->next = head;
-  head->prev = prev;
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due) ||
+      !uvtw__list_empty(&core->overflow) || core->big_levels != 0)
+    return tighten_slow(core, crowded);
+  p = (size_t) ((core->now_tick + 1) & (UVTW__L0_SLOTS - 1));
+  word = core->occupied[p / UVTW__WORD_BITS] >> (p % UVTW__WORD_BITS);
+  if (word == 0)
+    return tighten_slow(core, crowded);
+  p += (size_t) __builtin_ctzll(word);
+  first = core->now_tick + 1 + (uint64_t) __builtin_ctzll(word);
+  if (first > next_block_start(core, 1))
+    return tighten_slow(core, crowded);
+  last_ms = uvtw__core_ms_of(core, first);
+  head = &core->slots[p];
+  count = 0;
+  for (link = head->next; link != head; link = link->next)
+    if (++count > UVTW__TIGHTEN_MAX ||
+        uvtw__timer_of((struct uvtw__link*) link)->deadline_ > last_ms)
+      return tighten_slow(core, crowded);
+  *crowded = 0;
+  return first;
 }
 
 
@@ -559,8 +543,7 @@ static void advance(uvtw__core_t* core,
   }
   if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1))
     uvtw__list_splice(todo, &core->overflow);
-  core->now_tick = n2;
-  core->collected_ms = n2 * core->tick_ms;
+  set_now(core, n2);
 }
 
 
@@ -575,12 +558,10 @@ static void cascade(uvtw__core_t* core,
     link = todo->next;
     uvtw__list_remove(link);
     t = uvtw__timer_of(link);
-    if (t->deadline_ <= core->collected_ms) {
+    if (t->deadline_ <= core->collected_ms)
       uvtw__list_append(due, link);
-    } else {
-      file_lowest(core, t);
-      core->cascades++;
-    }
+    else
+      refile(core, t);
   }
 }
 
@@ -623,12 +604,10 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
       core->big_levels &= ~(1u << level);
       continue;
     }
-    s = next_block_slot(core, level);
-    if (!slot_occupied(core, s))
+    s = precascade_slot(core, level, &left);
+    if (s == UVTW__NSLOTS)
       continue;
     count = &core->count[uvtw__upper_index(s)];
-    left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
-           core->now_tick;
     /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
      * 2^34 here and count < 2^32, so 64 bits do not overflow while
      * elapsed < 2^32, and uvtw__mul_div_ceil's domain holds beyond. */
@@ -647,8 +626,7 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
       --*count;
       /* Its expiry is in the next block, or later if lazily re-armed: never
        * due, and never back in this slot. */
-      file_lowest(core, t);
-      core->cascades++;
+      refile(core, t);
     }
     if (uvtw__list_empty(head))
       uvtw__core_clear_bit(core, s);
@@ -656,42 +634,13 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
 }
 
 
-void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
+/* Sorts `due`, then re-files the timers in it that are not due. */
+static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
   struct uvtw__link todo;
   struct uvtw__link* link;
   uvtw_timer_t* t;
-  uint64_t n;
-  uint64_t n2;
-  unsigned s;
 
-  uvtw__list_init(&todo);
-  /* Timers found ready earlier fire first: their expiry is <= n, before
-   * anything in a slot. */
-  uvtw__list_splice(&core->due, &core->ready);
-  n = core->now_tick;
-  n2 = now_ms / core->tick_ms;
-  if (n2 == n + 1 && (n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1))) {
-    /* The common pass, one tick on inside a level-1 block: one level-0
-     * slot, nothing above.  (As advance() does, without its loop.) */
-    s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
-    if (slot_occupied(core, s)) {
-      uvtw__core_clear_bit(core, s);
-      uvtw__list_splice(&core->due, &core->slots[s]);
-    }
-    core->now_tick = n2;
-    core->collected_ms = n2 * core->tick_ms;
-    if (core->big_levels != 0)
-      precascade(core, 1);
-  } else if (n2 > n) {
-    /* A level-0 slot holds one tick, so its timers go straight to `due`
-     * (one walk less over them), bar lazily re-armed ones, peeled off
-     * below.  Higher levels cascade: each timer expires or moves down. */
-    advance(core, n2, &core->due, &todo);
-    cascade(core, &todo, &core->due);
-    if (core->big_levels != 0)
-      precascade(core, n2 - n);
-  }
-  sort_due(core);
+  uvtw__core_sort_due(core);
   /* Sorted by deadline, timers re-armed past now (lazily, in a level-0
    * slot) are all at the end: cut that tail off, then re-file it. */
   for (link = core->due.prev; link != &core->due; link = link->prev)
@@ -707,10 +656,74 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
     while (!uvtw__list_empty(&todo)) {
       t = uvtw__timer_of(todo.next);
       uvtw__list_remove(&t->link_);
-      uvtw__core_file(core, t, uvtw__core_tick_of(core, t->deadline_));
-      core->cascades++;
+      refile(core, t);
     }
   }
+}
+
+
+/* uvtw__core_expire in general. */
+static void __attribute__((noinline))
+expire_slow(uvtw__core_t* core, uint64_t now_ms) {
+  struct uvtw__link todo;
+  uint64_t n;
+  uint64_t n2;
+
+  uvtw__list_init(&todo);
+  /* Timers found ready earlier fire first: their expiry is <= n, before
+   * anything in a slot. */
+  uvtw__list_splice(&core->due, &core->ready);
+  n = core->now_tick;
+  n2 = uvtw__core_tick_floor(core, now_ms);
+  if (n2 > n) {
+    /* A level-0 slot holds one tick, so its timers go straight to `due`
+     * (one walk less over them), bar lazily re-armed ones, peeled off
+     * below.  Higher levels cascade: each timer expires or moves down. */
+    advance(core, n2, &core->due, &todo);
+    cascade(core, &todo, &core->due);
+    if (core->big_levels != 0)
+      precascade(core, n2 - n);
+  }
+  finish_due(core);
+}
+
+
+/* Non-zero if `due` is sorted and holds no timer whose deadline is past
+ * collected_ms: then expire_slow's sort and tail cut would change
+ * nothing.  A walk without calls, for the pass of one or a few timers. */
+static int due_final(const uvtw__core_t* core) {
+  const struct uvtw__link* link;
+
+  for (link = core->due.next; link != &core->due; link = link->next)
+    if (uvtw__timer_of((struct uvtw__link*) link)->deadline_ >
+            core->collected_ms ||
+        (link->next != &core->due && uvtw__core_before(link->next, link)))
+      return 0;
+  return 1;
+}
+
+
+/* The common pass, one tick on inside a level-1 block, with no pre-cascade
+ * under way: one level-0 slot, nothing above, and most often nothing to
+ * sort or re-file.  A leaf; the rest is expire_slow's. */
+void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
+  uint64_t n2;
+  unsigned s;
+
+  n2 = uvtw__core_tick_floor(core, now_ms);
+  if (n2 != core->now_tick + 1 ||
+      !(n2 & (((uint64_t) 1 << uvtw__level_shift(1)) - 1)) ||
+      core->big_levels != 0 || !uvtw__list_empty(&core->ready) ||
+      !uvtw__list_empty(&core->due))
+    return expire_slow(core, now_ms);
+  s = (unsigned) (n2 & (UVTW__L0_SLOTS - 1));
+  set_now(core, n2);
+  if (!slot_occupied(core, s))
+    return;
+  uvtw__core_clear_bit(core, s);
+  uvtw__list_move(&core->due, &core->slots[s]); /* due was empty */
+  if (!due_final(core))
+    finish_due(core);
 }
 
 
@@ -718,38 +731,12 @@ void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
   struct uvtw__link todo;
   uint64_t n2;
 
-  n2 = now_ms / core->tick_ms;
+  n2 = uvtw__core_tick_floor(core, now_ms);
   if (n2 <= core->now_tick)
     return;
   uvtw__list_init(&todo);
   advance(core, n2, &todo, &todo);
   cascade(core, &todo, &core->ready);
-}
-
-
-uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
-  uvtw_timer_t* t;
-  uint64_t deadline;
-
-  if (uvtw__list_empty(&core->due))
-    return NULL;
-  t = uvtw__timer_of(core->due.next);
-  /* Never early, and linked where `due` says: a broken list or an early
-   * timer here would run a callback libuv would not run. */
-  UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
-               t->deadline_ <= core->collected_ms);
-  uvtw__list_remove(&t->link_);
-  if (t->repeat_ != 0) {
-    /* libuv's rule: the next deadline counts from the loop time at
-     * dispatch, so an overdue timer fires once, not once per period. */
-    deadline = uvtw__sat_add(now_ms, t->repeat_);
-    t->start_id_ = core->next_start_id++;
-    t->deadline_ = deadline;
-    uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
-  } else {
-    uvtw__core_count(core, t, -1);
-  }
-  return t;
 }
 
 
@@ -759,7 +746,7 @@ void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id) {
 
   for (link = core->due.next; link != &core->due; link = next) {
     next = link->next;
-    if (uvtw__timer_of(link)->start_id_ >= first_id) {
+    if (uvtw__timer_of(link)->order_ >= first_id) {
       uvtw__list_remove(link);
       uvtw__list_append(&core->ready, link);
     }
@@ -778,7 +765,7 @@ static void walk_list(struct uvtw__link* head,
   for (link = head->next; link != head; link = next) {
     next = link->next; /* fn may move or stop this timer, and only it */
     t = uvtw__timer_of(link);
-    if (t->start_id_ < limit)
+    if (t->order_ < limit)
       fn(t, arg);
   }
 }
@@ -790,9 +777,9 @@ void uvtw__core_walk(uvtw__core_t* core,
   uint64_t limit;
   unsigned s;
 
-  /* A timer that fn restarts gets a start_id >= limit, so wherever it is
+  /* A timer that fn restarts gets an order >= limit, so wherever it is
    * re-filed, the walk does not visit it again. */
-  limit = core->next_start_id;
+  limit = core->next_order;
   for (s = 0; s < UVTW__NSLOTS; s++)
     walk_list(&core->slots[s], limit, fn, arg);
   walk_list(&core->overflow, limit, fn, arg);

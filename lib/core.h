@@ -2,7 +2,7 @@
 /* The pure timing wheel: no libuv calls, no threads, no allocation.  Time is
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
- * start_id_, unref_, repeat_); the libuv layer (wheel.c, driver.c,
+ * order_, repeat_); the libuv layer (wheel.c, driver.c,
  * timer.c, task.c) owns everything else: the core does not know which of
  * its timers belong to tasks.  See core.c for the level table and the
  * invariants. */
@@ -87,13 +87,38 @@ static inline unsigned uvtw__upper_index(unsigned s) {
   return s - UVTW__L0_SLOTS;
 }
 
+/* A timer's order_ word: its start order in the bits above bit 0, which
+ * holds its ref flag.  Orders step by 2, so comparing two words compares
+ * the orders (no two timers share one), and a start writes the new order
+ * and keeps the flag in one store. */
+#define UVTW__ORDER_STEP 2
+#define UVTW__ORDER_REF 1
+
+/* 1 if the timer is referenced, else 0. */
+static inline uint64_t uvtw__timer_ref(const uvtw_timer_t* t) {
+  return t->order_ & UVTW__ORDER_REF;
+}
+
+/* Where a start files a timer of level >= 1, by the bit index of
+ * e - now_tick (63 - clz): the level's shift and its first upper slot
+ * (uvtw__upper_index).  A table, because the level is a division by
+ * UVTW__LN_BITS otherwise.  Indices up to UVTW__L0_BITS are level 0's and
+ * unused. */
+typedef struct {
+  uint8_t shift;
+  uint16_t upper_base;
+} uvtw__file_level_t;
+
 typedef struct uvtw__core_s {
   uint64_t tick_ms;
   /* Every tick <= now_tick has been collected: timers in slots expire
    * strictly after it, timers in `ready` and `due` at or before it. */
   uint64_t now_tick;
   uint64_t collected_ms; /* now_tick * tick_ms: d > it <=> d's tick > it */
-  uint64_t next_start_id;
+  /* collected_ms + tick_ms, saturated: a loop time at or past it is a tick
+   * ahead of the wheel (uvtw__core_behind). */
+  uint64_t behind_ms;
+  uint64_t next_order;   /* the order_ of the next start (bit 0 clear) */
   /* Timers filed anywhere (slots, overflow, ready, due).  Only the loop
    * thread writes it; other threads may read it. */
   _Atomic uint64_t active;
@@ -106,6 +131,15 @@ typedef struct uvtw__core_s {
    * the level was last empty; only such levels can need a wake-up for the
    * pre-cascade. */
   uint32_t big_levels;
+  /* ms / tick_ms by a multiply (uvtw__core_div), for tick_ms > 1: the
+   * round-up reciprocal (2^64 (2^l - tick_ms) / tick_ms + 1, l the bit
+   * length of tick_ms - 1) and l - 1. */
+  uint64_t tick_magic;
+  unsigned tick_shift;
+  uint64_t max_tick; /* UINT64_MAX / tick_ms: ms_of saturates above it */
+  /* By bit index (uvtw__file_level_t), in the core so that a start reads
+   * it by the core's address. */
+  uvtw__file_level_t file_levels[UVTW__FILE_MAX_LEN];
   /* Bit i % 64 of word i / 64 <=> slots[i] is non-empty. */
   uint64_t occupied[UVTW__NWORDS];
   uint64_t l0_words; /* bit w <=> occupied[w] != 0, for level 0's words */
@@ -159,7 +193,7 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
- * start_id).  Timers started while the pass runs wait for the next pass.
+ * order).  Timers started while the pass runs wait for the next pass.
  * Work is bounded by the occupied slots, not by the length of the gap
  * since the last pass, plus a pre-cascade step of at most what the time
  * that passed owes (see core.c). */
@@ -172,14 +206,15 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
  * Does nothing if now_ms is not a tick ahead. */
 void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
 
-/* Takes the first timer of the running pass, or NULL when the pass is over.
- * A one-shot is made inactive; a repeating timer is restarted for now_ms +
- * repeat, as libuv does before the callback.  The caller runs timer->cb_. */
-uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms);
+/* Sorts `due` into libuv's order (core-sort.c). */
+void uvtw__core_sort_due(uvtw__core_t* core);
 
-/* Leaves for the next pass the timers of the running pass whose start_id
- * is >= first_id, that is, started after the moment the pass stands for;
- * they stay due, in `ready`.  Call right after uvtw__core_expire.  O(due). */
+/* uvtw__core_pop_due (core-inl.h) takes the timers of the pass. */
+
+/* Leaves for the next pass the timers of the running pass whose order_
+ * is >= first_id (a next_order), that is, started after the moment the
+ * pass stands for; they stay due, in `ready`.  Call right after
+ * uvtw__core_expire.  O(due). */
 void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id);
 
 /* Calls fn for every active timer, once each, also if fn restarts it. */

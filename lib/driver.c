@@ -30,6 +30,9 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   uv_timer_start(&wheel->driver.timer, wheel->driver.pass_cb,
                  due_ms > now ? due_ms - now : 0, 0);
   wheel->driver.armed_tick = tick;
+  /* No overflow: a timer's tick is at most UINT64_MAX / tick_ms + 1. */
+  wheel->driver.armed_first_ms = (tick - 1) * wheel->core.tick_ms + 1;
+  wheel->driver.rearm_below = tick; /* never inside a pass */
   /* libuv no longer holds the driver. */
   wheel->driver.defer_from_id = UVTW__NO_DEFER;
 }
@@ -39,6 +42,9 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
   if (wheel->driver.armed_tick != UVTW__DRIVER_DISARMED) {
     uv_timer_stop(&wheel->driver.timer);
     wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
+    wheel->driver.armed_first_ms = UINT64_MAX;
+    if (!wheel->driver.in_pass)
+      wheel->driver.rearm_below = UVTW__DRIVER_DISARMED;
     wheel->driver.defer_from_id = UVTW__NO_DEFER;
   }
 }
@@ -97,6 +103,8 @@ void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb) {
 
   driver = &wheel->driver;
   driver->armed_tick = UVTW__DRIVER_DISARMED;
+  driver->armed_first_ms = UINT64_MAX;
+  driver->rearm_below = UVTW__DRIVER_DISARMED;
   driver->armed_crowded = 0;
   driver->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
   driver->defer_from_id = UVTW__NO_DEFER;

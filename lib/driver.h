@@ -45,6 +45,8 @@ void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb);
  * for the next pass (uvtw__driver_due_start). */
 static inline void uvtw__driver_pass_begin(uvtw_wheel_t* wheel) {
   wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
+  wheel->driver.armed_first_ms = UINT64_MAX;
+  wheel->driver.rearm_below = 0;
   wheel->driver.wakeups++;
   uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
   if (wheel->driver.defer_from_id != UVTW__NO_DEFER) {
@@ -53,6 +55,12 @@ static inline void uvtw__driver_pass_begin(uvtw_wheel_t* wheel) {
     wheel->driver.defer_from_id = UVTW__NO_DEFER;
   }
   wheel->driver.in_pass = 1;
+}
+
+/* The pass's callbacks are over (the wheel may be closing). */
+static inline void uvtw__driver_pass_over(uvtw_wheel_t* wheel) {
+  wheel->driver.in_pass = 0;
+  wheel->driver.rearm_below = wheel->driver.armed_tick;
 }
 
 /* The end of a pass that left the wheel open: re-arms the driver for what
@@ -66,9 +74,10 @@ void uvtw__driver_update(uvtw_wheel_t* wheel);
 /* Stops the driver (the wheel is closing). */
 void uvtw__driver_disarm(uvtw_wheel_t* wheel);
 
-/* After the core's next wake-up may have moved earlier, to tick e. */
+/* After the core's next wake-up may have moved earlier, to tick e.  Not
+ * inside a pass (rearm_below is 0 there): the end of the pass re-arms. */
 static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
-  if (e < wheel->driver.armed_tick && !wheel->driver.in_pass)
+  if (e < wheel->driver.rearm_below)
     uvtw__driver_update(wheel);
 }
 
@@ -85,18 +94,28 @@ static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
       wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
       !wheel->driver.in_pass &&
       !uv_is_active((const uv_handle_t*) &wheel->driver.timer))
-    wheel->driver.defer_from_id = wheel->core.next_start_id;
+    wheel->driver.defer_from_id = wheel->core.next_order;
 }
 
-/* Non-zero if the driver is armed for this active timer's expiry tick, so
- * that stopping or moving it may move the next wake-up later.  Never
- * inside a pass: the end of the pass re-arms anyway. */
+/* Non-zero if the driver is armed for expiry tick e of an active timer,
+ * so that stopping or moving the timer may move the next wake-up later.
+ * Never inside a pass: the pass disarms the driver first
+ * (uvtw__driver_pass_begin), and nothing arms it until the pass is over
+ * (uvtw__driver_earlier), whose end re-arms anyway.  The DISARMED test
+ * comes last: a tick equal to it (a saturated deadline) is rare. */
 static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
-                                         const uvtw_timer_t* timer) {
-  return timer->link_.next != NULL && !wheel->driver.in_pass &&
-         wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
-         uvtw__core_tick_of(&wheel->core, timer->deadline_) ==
-             wheel->driver.armed_tick;
+                                         uint64_t e) {
+  return e == wheel->driver.armed_tick && e != UVTW__DRIVER_DISARMED;
+}
+
+/* Non-zero if a timer of deadline d may be the one the driver is armed
+ * for: every timer due at the armed tick, and also (while disarmed, with
+ * armed_first_ms UINT64_MAX) a saturated deadline or one below tick_ms,
+ * which the caller's slow path tells apart (uvtw__driver_waits_for).  A
+ * test for the hot paths: no rounding to a tick. */
+static inline int uvtw__driver_may_wait_for(const uvtw_wheel_t* wheel,
+                                            uint64_t d) {
+  return d - wheel->driver.armed_first_ms < wheel->core.tick_ms;
 }
 
 /* Brings the driver's ref state up to date: referenced iff an active

@@ -77,6 +77,14 @@ typedef struct {
   uv_prepare_t rearm;
   /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped. */
   uint64_t armed_tick;
+  /* The first ms whose tick is armed_tick, UINT64_MAX while disarmed: a
+   * deadline d is due at the armed tick iff d - armed_first_ms < tick_ms,
+   * one compare without the tick's rounding (uvtw__driver_may_wait_for). */
+  uint64_t armed_first_ms;
+  /* A start whose expiry tick is below this re-arms the driver
+   * (uvtw__driver_earlier): armed_tick outside a pass, 0 inside one (the
+   * end of the pass re-arms anyway), so that the start tests one word. */
+  uint64_t rearm_below;
   /* The armed tick is the bound of a slot too crowded to tighten
    * (uvtw__core_tighten): the wake-up there may be early already, so a
    * lazy re-arm of a timer due at it costs nothing in exactness.  Cleared
@@ -85,7 +93,7 @@ typedef struct {
   int armed_crowded;
   int ref;         /* uv_ref state of the timer (and of rearm) */
   int rearm_in_cb; /* the driver may re-arm itself with 0 (driver.h) */
-  /* The first start_id that the next pass leaves for the pass after it
+  /* The first order that the next pass leaves for the pass after it
    * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
   uint64_t defer_from_id;
   int in_pass; /* inside the pass (the timer's callback) */
@@ -106,7 +114,8 @@ struct uvtw_wheel_s {
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
-  uint64_t timers_fired; /* timer callbacks run (a task counts in tasks.run) */
+  /* Timer callbacks run (a task counts in tasks.run, not here). */
+  uint64_t timers_fired;
   uvtw__tasks_t tasks;
 };
 

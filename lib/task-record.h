@@ -152,17 +152,23 @@ static inline void record_enter(uvtw__record_t* rec) {
  * call is inside by the wheel's shared count.  The fence orders the mark
  * before the caller's load of the close word: one side of a Dekker pair
  * whose other side is close's seq_cst read-modify-write of that word,
- * then a fence, then its loads of the marks (calls_inside). */
+ * then a fence, then its loads of the marks (calls_inside).  enter_unfenced
+ * is enter without the fence, for uvtw_submit, which issues it later
+ * (see there). */
+static inline uvtw__record_t* enter_unfenced(uvtw_wheel_t* wheel) {
+  if (uvtw__tls.records[0].wheel == wheel &&
+      uvtw__tls.records[0].serial == wheel->tasks.serial) {
+    record_enter(uvtw__tls.records[0].rec);
+    return uvtw__tls.records[0].rec;
+  }
+  return uvtw__record_enter_search(wheel);
+}
+
+
 static inline uvtw__record_t* enter(uvtw_wheel_t* wheel) {
   uvtw__record_t* rec;
 
-  if (uvtw__tls.records[0].wheel == wheel &&
-      uvtw__tls.records[0].serial == wheel->tasks.serial) {
-    rec = uvtw__tls.records[0].rec;
-    record_enter(rec);
-  } else {
-    rec = uvtw__record_enter_search(wheel);
-  }
+  rec = enter_unfenced(wheel);
   uvtw__fence();
   return rec;
 }

@@ -9,8 +9,10 @@
 #include "task-record.h"
 
 
-/* uvtw_submit inside the wheel (enter): the task's node from the record's
- * cache, filled, and its id published in the record's queue. */
+/* uvtw_submit inside the wheel (enter_unfenced): the task's node from the
+ * record's cache, filled, and its id published in the record's queue; the
+ * caller then fences, looks at the close word and wakes the loop.  The
+ * node and its generation in *node_out, *gen_out. */
 static int submit_inside(uvtw_wheel_t* wheel,
                          uvtw__record_t* rec,
                          uint64_t deadline_ms,
@@ -18,7 +20,9 @@ static int submit_inside(uvtw_wheel_t* wheel,
                          unsigned flags,
                          uvtw_task_cb cb,
                          void* arg,
-                         uvtw_id_t* id) {
+                         uvtw_id_t* id,
+                         uvtw__task_t** node_out,
+                         uint64_t* gen_out) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
   uint64_t word;
@@ -67,14 +71,43 @@ static int submit_inside(uvtw_wheel_t* wheel,
     }
   }
   if (id != NULL)
-    *id = id_of(node, gen);
+    *id = id_of(node, gen); /* before the task can run */
   /* Published to the loop by the release store in queue_put. */
   atomic_store_explicit(&node->state, word | IN_QUEUE, memory_order_relaxed);
   node->q.slot = &rec->wblock->slot[rec->widx];
   queue_put(rec, id_of(node, gen));
-  publish_fence();
-  wake_loop(wheel);
+  *node_out = node;
+  *gen_out = gen;
   return 0;
+}
+
+
+/* Close began while the submit published its task: takes the task back,
+ * as a cancel would, unless the loop took it in first (then it is live,
+ * and gets its final call).  Returns UV_ECANCELED if taken back, else 0.
+ * Not on the loop thread: only it begins close, so it never gets here. */
+static int withdraw(uvtw_wheel_t* wheel,
+                    uvtw__record_t* rec,
+                    uvtw__task_t* node,
+                    uvtw_id_t id) {
+  uint64_t word;
+
+  word = atomic_load_explicit(&node->state, memory_order_acquire);
+  UVTW__ASSERT(!(word & LOOP_HELD));
+  do
+    if (!(word & IN_QUEUE) || STATE(word) != T_PENDING)
+      return 0; /* taken in: close gives it its final call */
+  while (!atomic_compare_exchange_weak_explicit(
+      &node->state, &word, WITH_STATE(word, T_CANCELLED) & ~IN_QUEUE,
+      memory_order_acq_rel, memory_order_acquire));
+  /* Ours: its slot shows a tombstone, its end balances its submit (for
+   * live and max_tasks), and it never counts in the stats. */
+  if (atomic_load_explicit(node->q.slot, memory_order_relaxed) == id)
+    atomic_store_explicit(node->q.slot, TOMBSTONE, memory_order_relaxed);
+  count_end(&wheel->tasks, rec);
+  if (recycle(node))
+    uvtw__record_cache_put(&wheel->tasks, rec, node);
+  return UV_ECANCELED;
 }
 
 
@@ -86,8 +119,11 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 void* arg,
                 uvtw_id_t* id) {
   uvtw__record_t* rec;
+  uvtw__task_t* node;
+  uvtw_id_t old_id;
   uint64_t start_ms;
   uint64_t deadline_ms;
+  uint64_t gen;
   int err;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
@@ -101,16 +137,45 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
       CLOSING)
     return UV_ECANCELED;
-  rec = enter(wheel);
-  /* After enter's fence: either this sees CLOSING, or close sees this call
-   * inside and waits until it has left, its task published (see "Close"
-   * at the top).  So a task is never published once close may finish. */
-  if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
-      CLOSING)
-    err = UV_ECANCELED;
-  else
-    err = submit_inside(wheel, rec, deadline_ms, repeat_ms, flags, cb, arg,
-                        id);
+  rec = enter_unfenced(wheel);
+  if (rec == NULL) {
+    /* No record: out of memory, or close began (enter's search looked,
+     * after a seq_cst read-modify-write). */
+    err = atomic_load_explicit(&wheel->tasks.close_word,
+                               memory_order_seq_cst) & CLOSING
+              ? UV_ECANCELED
+              : UV_ENOMEM;
+    leave(wheel, rec);
+    return err;
+  }
+  old_id = id != NULL ? *id : 0;
+  err = submit_inside(wheel, rec, deadline_ms, repeat_ms, flags, cb, arg, id,
+                      &node, &gen);
+  if (err == 0) {
+    /* One fence for both store-then-load pairs: the mark (enter) and the
+     * published id, then the close word and wake_pending.  Close: the
+     * mark, this fence, the close word, against close's seq_cst write of
+     * CLOSING (or CLOSED), its fence, its loads of the marks.  Either
+     * this sees close begun, and takes the task back (withdraw) unless
+     * the loop already took it in, which then gives it its final call;
+     * or close's fence comes after this one, so close sees this call
+     * inside (or left, with its task published before the release of
+     * leave) and does not finish before it has drained the task.  Either
+     * way close never finishes while a published task could be missed.
+     * What close cannot order, a call that marked itself but whose mark
+     * it did not see, is the same as with a fence right after the mark:
+     * such a call finds close begun and touches only its own task and
+     * record, which live until the close callback (uvtw.h's shutdown
+     * rule).  Wake-up: see wake_loop. */
+    publish_fence();
+    if (atomic_load_explicit(&wheel->tasks.close_word,
+                             memory_order_relaxed) & CLOSING)
+      err = withdraw(wheel, rec, node, id_of(node, gen));
+    else
+      wake_loop(wheel);
+    if (err != 0 && id != NULL)
+      *id = old_id; /* a call that fails changes nothing */
+  }
   leave(wheel, rec);
   return err;
 }

@@ -85,6 +85,25 @@ void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
 }
 
 
+/* After a pass, the backlog by one shared read instead of a look at every
+ * record's queue (one cache line per producer): wake_pending is set from
+ * the moment a producer has published something until the async callback
+ * that takes it in begins (wake_loop's pair, task-record.h: a producer
+ * that finds it set published before a callback that has not yet begun,
+ * or that callback's drain sees what it published), and a drain that left
+ * ids keeps `backlog` set.  So what a producer that a callback joined has
+ * published is seen here, as by uvtw__records_busy.  Only a drain clears
+ * `backlog`.  A wheel that no async callback has served yet, with no
+ * wake-up pending, has no task on the loop: the pass does not call this
+ * (uvtw__tasks_may_be_busy). */
+void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
+  uvtw__pool_flush(&wheel->tasks.pool);
+  wheel->tasks.backlog |= atomic_load_explicit(&wheel->tasks.wake_pending,
+                                               memory_order_relaxed);
+  hold_sync(wheel);
+}
+
+
 /* The task's timer became (delta 1) or stopped being (-1) active in the
  * core.  One writer (the loop thread): a relaxed load and store. */
 static void count_filed(uvtw_wheel_t* wheel, int delta) {
@@ -209,7 +228,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
   timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
-  timer->unref_ = 0;
+  timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
   node->location = AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
   count_filed(wheel, 1);
@@ -375,6 +394,7 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
 
 
 void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
+  wheel->tasks.woken = 1;
   wheel->tasks.async_wakeups++;
   atomic_store_explicit(&wheel->tasks.wake_pending, 0, memory_order_relaxed);
   uvtw__fence();
@@ -397,6 +417,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
 
   node = task_of(timer);
   wheel = timer->wheel_;
+  wheel->timers_fired--; /* the pass counted it; a task counts in run */
   if (timer->link_.next == NULL)
     count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
   UVTW__ASSERT(node->location == AT_WHEEL);

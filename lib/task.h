@@ -84,6 +84,7 @@ typedef struct uvtw__tasks_s {
   /* Loop thread only. */
   int holds_loop;          /* the async handle is referenced for tasks */
   int backlog;             /* the last drain left ids in a queue */
+  int woken;               /* the async callback has run: tasks may exist */
   uint64_t held;           /* tasks taken in (or submitted here), not ended */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   uvtw__work_t* free_works;  /* idle threadpool requests */
@@ -120,6 +121,15 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
  * last call on the free stack, with one CAS, and makes the tasks the loop
  * holds keep it alive (or stop, once none is left). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
+/* Loop thread, after a driver pass: uvtw__tasks_flush at the cost of one
+ * shared read (task.c), if uvtw__tasks_may_be_busy. */
+void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel);
+/* Non-zero unless the wheel never had a task on the loop (no async
+ * callback has run yet) and no wake-up is pending. */
+static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
+  return tasks->woken ||
+         atomic_load_explicit(&tasks->wake_pending, memory_order_relaxed);
+}
 /* Loop thread: takes in about `budget` ids and notices, each record's
  * oldest first; non-zero if work remains. */
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget);

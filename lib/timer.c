@@ -13,44 +13,61 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
   timer->cb_ = NULL;
   timer->deadline_ = 0;
   timer->repeat_ = 0;
-  timer->start_id_ = 0;
-  timer->unref_ = 0;
+  timer->order_ = UVTW__ORDER_REF; /* referenced, as a uv_timer_t is */
+  return 0;
+}
+
+
+/* uvtw_timer_start and uvtw_timer_stop are leaf functions without a stack
+ * frame: what they rarely need (a catch-up, a re-arm of the driver, a
+ * change of its ref state) is a tail call to a cold function. */
+
+/* The driver after a start of an inactive timer whose expiry tick is e:
+ * armed later than e, or unreferenced while the timer is referenced. */
+static int __attribute__((noinline, cold))
+start_driver(uvtw_wheel_t* wheel, uint64_t e) {
+  uvtw__driver_earlier(wheel, e);
+  uvtw__driver_sync_ref(wheel);
+  return 0;
+}
+
+
+/* Starts an inactive timer by the core's start.  A start can only raise
+ * active_ref, so the driver's ref state changes only if it is 0 and the
+ * timer is referenced. */
+static inline int start_inactive(uvtw_wheel_t* wheel,
+                                 uvtw_timer_t* timer,
+                                 uvtw_timer_cb cb,
+                                 uint64_t repeat,
+                                 uint64_t deadline) {
+  uint64_t ref;
+  uint64_t e;
+
+  ref = uvtw__timer_ref(timer);
+  timer->cb_ = cb;
+  timer->repeat_ = repeat;
+  e = uvtw__core_start(&wheel->core, timer, deadline);
+  uvtw__own_add(&wheel->timers_active, 1, memory_order_relaxed);
+  if (e < wheel->driver.rearm_below || (int) ref > wheel->driver.ref)
+    return start_driver(wheel, e);
   return 0;
 }
 
 
 /* No pass since the loop's clock moved on (the wheel had nothing due):
- * bring the wheel's now up to the loop's, so that the timer is filed
- * relative to the loop's now and a short timeout lands in level 0. */
-static inline void catch_up(uvtw_wheel_t* wheel, uint64_t now) {
-  uvtw__core_t* core;
-
-  core = &wheel->core;
-  if (now - core->collected_ms >= core->tick_ms && !wheel->driver.in_pass)
-    uvtw__core_catch_up(core, now);
-}
-
-
-/* Starts an inactive timer: out of line, so that the lazy re-arm is a
- * short function that saves no registers. */
-static int __attribute__((noinline)) start_inactive(uvtw_wheel_t* wheel,
-                                                    uvtw_timer_t* timer,
-                                                    uint64_t deadline,
-                                                    uint64_t now) {
-  uvtw__core_t* core;
-  uint64_t e;
-
-  core = &wheel->core;
-  catch_up(wheel, now);
-  timer->start_id_ = core->next_start_id++;
-  timer->deadline_ = deadline;
-  uvtw__core_count(core, timer, 1);
-  uvtw__own_add(&wheel->timers_active, 1, memory_order_relaxed);
-  e = uvtw__core_tick_of(core, deadline);
-  uvtw__core_file(core, timer, e);
-  uvtw__driver_earlier(wheel, e);
-  uvtw__driver_sync_ref(wheel);
-  return 0;
+ * brings the wheel's now up to the loop's, so that the timer is filed
+ * relative to the loop's now and a short timeout lands in level 0.  Not
+ * inside a pass, which collected up to the loop's now when it began. */
+static int __attribute__((noinline, cold))
+start_catching_up(uvtw_wheel_t* wheel,
+                  uvtw_timer_t* timer,
+                  uvtw_timer_cb cb,
+                  uint64_t repeat,
+                  uint64_t deadline,
+                  uint64_t now) {
+  if (!wheel->driver.in_pass)
+    uvtw__core_catch_up(&wheel->core, now);
+  return start_inactive(wheel, timer, cb, repeat, deadline);
 }
 
 
@@ -79,29 +96,29 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
   /* Later, in a slot, and the driver waits for its tick: lazy still if a
    * neighbour in its slot is due at the same tick (the driver keeps work
    * there, and stays exact). */
-  if (deadline >= timer->deadline_ &&
-      timer->deadline_ > core->collected_ms &&
+  if (uvtw__core_lazy_ok(core, timer, deadline) &&
       waits_with_neighbour(wheel, timer)) {
-    timer->start_id_ = core->next_start_id++;
-    timer->deadline_ = deadline;
+    uvtw__core_rearm_lazy(core, timer, deadline);
     return 0;
   }
-  catch_up(wheel, now);
+  if (uvtw__core_behind(core, now) && !wheel->driver.in_pass)
+    uvtw__core_catch_up(core, now);
   /* If the driver is armed for this timer, re-arm it after the move, so
    * that it does not wake for nothing. */
-  waited_for = uvtw__driver_waits_for(wheel, timer);
+  waited_for = uvtw__driver_waits_for(
+      wheel, uvtw__core_tick_of(core, timer->deadline_));
   e = uvtw__core_start(core, timer, deadline);
   /* A timer left its slot: if that was the crowded one the driver is armed
    * for, it may hold few enough timers to tighten now, and a lazy re-arm
    * at the armed tick must not leave the wake-up early.  Forget the flag;
    * the next re-arm of the driver (tighten) sets it again if it holds. */
   wheel->driver.armed_crowded = 0;
-  if (waited_for) {
+  /* The timer was active and stays so: active_ref, hence the driver's ref
+   * state, is unchanged. */
+  if (waited_for)
     uvtw__driver_update(wheel);
-  } else {
+  else
     uvtw__driver_earlier(wheel, e);
-    uvtw__driver_sync_ref(wheel);
-  }
   return 0;
 }
 
@@ -109,14 +126,20 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
 /* timeout 0: the driver may be held for the timers phase now running
  * (uvtw__driver_due_start).  Out of line, as rare in a hot loop. */
 static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
-                                               uvtw_timer_t* timer) {
+                                               uvtw_timer_t* timer,
+                                               uvtw_timer_cb cb,
+                                               uint64_t repeat) {
   uint64_t now;
 
+  if (wheel->closing)
+    return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
   now = uvtw__loop_now(wheel->loop);
-  if (timer->link_.next != NULL)
-    return restart_filed(wheel, timer, now, now);
-  return start_inactive(wheel, timer, now, now);
+  if (timer->link_.next == NULL)
+    return start_catching_up(wheel, timer, cb, repeat, now, now);
+  timer->cb_ = cb;
+  timer->repeat_ = repeat;
+  return restart_filed(wheel, timer, now, now);
 }
 
 
@@ -125,61 +148,76 @@ int uvtw_timer_start(uvtw_timer_t* timer,
                      uint64_t timeout,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
+  uvtw__core_t* core;
   uint64_t deadline;
   uint64_t now;
 
   if (timer == NULL || cb == NULL)
     return UV_EINVAL;
   wheel = timer->wheel_;
-  if (wheel->closing)
-    return UV_ECANCELED;
-  timer->cb_ = cb;
-  timer->repeat_ = repeat;
+  core = &wheel->core;
   if (timeout == 0)
-    return start_due(wheel, timer);
+    return start_due(wheel, timer, cb, repeat);
   now = uvtw__loop_now(wheel->loop);
   deadline = uvtw__sat_add(now, timeout);
-  if (timer->link_.next == NULL)
-    return start_inactive(wheel, timer, deadline, now);
-  /* The idle-timeout pattern: an active timer waiting in a slot, pushed
-   * later, touching only the timer (the lazy re-arm).  Not if the driver
-   * waits for this timer (uvtw__driver_waits_for, unrolled: the timer is
-   * active here), unless the driver was armed for a slot too crowded to
-   * tighten: its wake-up there may be early anyway, and re-filing would
-   * not move it.  (restart_filed makes one more exception.)  The crowded
-   * test comes first: when many timers share the armed tick, whether this
-   * one does is a coin toss for the branch predictor, while the outcome
-   * (lazy) is the same either way. */
-  if (deadline >= timer->deadline_ &&
-      timer->deadline_ > wheel->core.collected_ms &&
-      (wheel->driver.armed_crowded ||
-       uvtw__core_tick_of(&wheel->core, timer->deadline_) !=
-           wheel->driver.armed_tick ||
-       wheel->driver.in_pass)) {
-    timer->start_id_ = wheel->core.next_start_id++;
-    timer->deadline_ = deadline;
-    return 0;
+  if (timer->link_.next != NULL) {
+    /* Active, so the wheel is not closing: close makes every timer
+     * inactive, and no start succeeds after it. */
+    timer->cb_ = cb;
+    timer->repeat_ = repeat;
+    /* The idle-timeout pattern: an active timer waiting in a slot, pushed
+     * later, touching only the timer (the lazy re-arm).  Not if the driver
+     * may wait for this timer (uvtw__driver_may_wait_for: inside a pass
+     * the driver is disarmed, which matches no timer but rare ones, and
+     * restart_filed handles those), unless the driver was armed
+     * for a slot too crowded to tighten: its wake-up there may be early
+     * anyway, and re-filing would not move it.  (restart_filed makes one
+     * more exception.) */
+    if (uvtw__core_lazy_ok(core, timer, deadline) &&
+        (!uvtw__driver_may_wait_for(wheel, timer->deadline_) ||
+         wheel->driver.armed_crowded)) {
+      uvtw__core_rearm_lazy(core, timer, deadline);
+      return 0;
+    }
+    return restart_filed(wheel, timer, deadline, now);
   }
-  return restart_filed(wheel, timer, deadline, now);
+  if (wheel->closing)
+    return UV_ECANCELED;
+  if (uvtw__core_behind(core, now))
+    return start_catching_up(wheel, timer, cb, repeat, deadline, now);
+  return start_inactive(wheel, timer, cb, repeat, deadline);
+}
+
+
+/* The driver after a stop: it may have waited for the timer's tick, or
+ * be referenced with no referenced timer left. */
+static int __attribute__((noinline, cold))
+stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
+  if (uvtw__driver_waits_for(
+          wheel, uvtw__core_tick_of(&wheel->core, timer->deadline_)))
+    uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
+  else
+    uvtw__driver_sync_ref(wheel);
+  return 0;
 }
 
 
 int uvtw_timer_stop(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
-  int waited_for;
+  int awaited;
 
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  waited_for = uvtw__driver_waits_for(wheel, timer);
+  awaited = uvtw__driver_may_wait_for(wheel, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
   uvtw__own_add(&wheel->timers_active, (uint64_t) -1, memory_order_relaxed);
   /* The slot it left may no longer be crowded (see restart_filed). */
   wheel->driver.armed_crowded = 0;
-  if (waited_for)
-    uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
-  else
-    uvtw__driver_sync_ref(wheel);
+  /* A stop can only lower active_ref: the driver's ref state changes only
+   * if it reached 0. */
+  if (awaited || (wheel->core.active_ref == 0 && wheel->driver.ref))
+    return stop_driver(wheel, timer);
   return 0;
 }
 
@@ -235,7 +273,7 @@ void uvtw_timer_unref(uvtw_timer_t* timer) {
 
 
 int uvtw_timer_has_ref(const uvtw_timer_t* timer) {
-  return !timer->unref_;
+  return uvtw__timer_ref(timer) != 0;
 }
 
 

@@ -54,19 +54,21 @@ static void pass_cb(uv_timer_t* handle) {
 
   wheel = handle->data;
   uvtw__driver_pass_begin(wheel);
+  /* The loop's time is read for each repeating timer (a callback may
+   * update it).  Every timer counts as fired here; a task's fire takes
+   * its count back (uvtw__task_fire). */
   while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core,
-                                     uvtw__loop_now(wheel->loop)))) {
-    if (!uvtw__task_owns(timer)) {
-      wheel->timers_fired++;
-      if (timer->link_.next == NULL) /* a one-shot: inactive now */
-        uvtw__own_add(&wheel->timers_active, (uint64_t) -1,
-                      memory_order_relaxed);
-    }
+         (timer = uvtw__core_pop_due_at(&wheel->core, &wheel->loop->time))) {
+    wheel->timers_fired++;
+    if (timer->link_.next == NULL && !uvtw__task_owns(timer))
+      /* A one-shot of the user's: inactive now. */
+      uvtw__own_add(&wheel->timers_active, (uint64_t) -1,
+                    memory_order_relaxed);
     timer->cb_(timer);
   }
-  wheel->driver.in_pass = 0;
-  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  uvtw__driver_pass_over(wheel);
+  if (uvtw__tasks_may_be_busy(&wheel->tasks))
+    uvtw__tasks_pass_flush(wheel); /* nodes of tasks that ended in it */
   uvtw__core_validate(&wheel->core);
   uvtw__tasks_validate(wheel);
   if (wheel->closing)

@@ -159,8 +159,56 @@ static void end_of_time(void) {
 }
 
 
+/* Ticks above 1 ms round by a reciprocal multiply, not a division: it
+ * must agree with the division for every tick uvtw_wheel_new accepts, at
+ * the edges of each tick, of 32 and 64 bits, and at random. */
+static void tick_division(void) {
+  static const uint64_t edges[] = {0,
+                                   1,
+                                   (uint64_t) 1 << 32,
+                                   (uint64_t) 1 << 52,
+                                   (uint64_t) 1 << 63,
+                                   UINT64_MAX / 2,
+                                   UINT64_MAX - 1000,
+                                   UINT64_MAX};
+  uvtw__core_t* core;
+  uint64_t tick;
+  uint64_t base;
+  uint64_t ms;
+  uint64_t d;
+  size_t i;
+  int k;
+
+  core = malloc(sizeof(*core));
+  ASSERT(core != NULL);
+  rng_state = 7;
+  for (tick = 1; tick <= UVTW_TICK_MS_MAX; tick++) {
+    uvtw__core_init(core, tick, 0);
+    for (i = 0; i < sizeof(edges) / sizeof(edges[0]); i++) {
+      base = edges[i] - edges[i] % tick;
+      for (d = 0; d < 6; d++) {
+        ms = base + d - 3; /* wraps at 0 and UINT64_MAX: edges too */
+        ASSERT_UEQ(uvtw__core_tick_floor(core, ms), ms / tick);
+        ASSERT_UEQ(uvtw__core_tick_of(core, ms),
+                   ms / tick + (ms % tick != 0));
+      }
+    }
+    for (k = 0; k < 2000; k++) {
+      ms = splitmix64() >> (splitmix64() % 64);
+      ASSERT_UEQ(uvtw__core_tick_floor(core, ms), ms / tick);
+      ASSERT_UEQ(uvtw__core_tick_of(core, ms), ms / tick + (ms % tick != 0));
+      ms = ms / tick; /* as a tick */
+      ASSERT_UEQ(uvtw__core_ms_of(core, ms),
+                 ms > UINT64_MAX / tick ? UINT64_MAX : ms * tick);
+    }
+  }
+  free(core);
+}
+
+
 static const test_case_t cases[] = {
   TEST_CASE(lazy_rearm),
+  TEST_CASE(tick_division),
   TEST_CASE(long_gap),
   TEST_CASE(random_ops),
   TEST_CASE(pre_cascade),

@@ -23,6 +23,7 @@
 
 typedef struct {
   uint64_t count;
+  uint64_t counted; /* the user's: no task flag */
   uint64_t refs;
   uint64_t min_e; /* true minimum expiry tick in slots and overflow */
 } tally_t;
@@ -52,6 +53,7 @@ static int check_list(const uvtw__core_t* core,
           (unsigned long long) hi, (unsigned long long) core->now_tick);
     CHECK(t->order_ < core->next_order, "%s: order", name);
     tally->count++;
+    tally->counted += uvtw__timer_counted(t);
     tally->refs += uvtw__timer_ref(t);
     if (e < tally->min_e)
       tally->min_e = e;
@@ -163,12 +165,12 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
        link = link->next)
     CHECK(uvtw__core_before(link, link->next), "due list out of order");
 
-  CHECK(tally.count == atomic_load_explicit(&core->active,
-                                            memory_order_relaxed),
-        "active %llu, counted %llu",
+  CHECK(tally.counted == atomic_load_explicit(&core->active,
+                                              memory_order_relaxed),
+        "active %llu, counted %llu (tasks' not)",
         (unsigned long long) atomic_load_explicit(&core->active,
                                                   memory_order_relaxed),
-        (unsigned long long) tally.count);
+        (unsigned long long) tally.counted);
   CHECK(tally.refs == core->active_ref, "active_ref %llu, counted %llu",
         (unsigned long long) core->active_ref,
         (unsigned long long) tally.refs);

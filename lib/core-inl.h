@@ -62,15 +62,17 @@ static inline uvtw_timer_t* uvtw__timer_of(struct uvtw__link* link) {
 
 
 /* A timer whose ref flag is `ref` (uvtw__timer_ref) becomes active (delta
- * 1) or inactive (delta -1).  Only the loop thread writes `active`: a
- * relaxed load and store (no read-modify-write) suffice for readers on
- * other threads. */
+ * 1) or inactive (delta -1); `counted` is uvtw__timer_counted (0 for a
+ * task's).  Only the loop thread writes `active`: a relaxed load and store
+ * (no read-modify-write) suffice for readers on other threads. */
 static inline void uvtw__core_count(uvtw__core_t* core,
                                     uint64_t ref,
+                                    uint64_t counted,
                                     int delta) {
   atomic_store_explicit(
       &core->active,
-      atomic_load_explicit(&core->active, memory_order_relaxed) + delta,
+      atomic_load_explicit(&core->active, memory_order_relaxed) +
+          (delta > 0 ? counted : -counted),
       memory_order_relaxed);
   if (delta > 0) /* a constant in every caller: one add, no mask */
     core->active_ref += ref;
@@ -229,19 +231,19 @@ static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-/* Gives `t` the next start order, keeping its ref flag. */
+/* Gives `t` the next start order, keeping its flags. */
 static inline void uvtw__core_order(uvtw__core_t* core, uvtw_timer_t* t) {
-  t->order_ = core->next_order | uvtw__timer_ref(t);
+  t->order_ = core->next_order | (t->order_ & UVTW__ORDER_FLAGS);
   core->next_order += UVTW__ORDER_STEP;
 }
 
 
-/* (Re)starts `timer` for `deadline_ms`, giving it the next order, and
- * files it where that deadline belongs.  Returns its expiry tick: the
- * wheel's next wake-up may have moved there. */
-static inline uint64_t uvtw__core_start(uvtw__core_t* core,
-                                        uvtw_timer_t* t,
-                                        uint64_t deadline_ms) {
+/* uvtw__core_start for a timer of the user's (`task` 0: counted in
+ * `active`) or a task's (1); a constant in every caller. */
+static inline uint64_t uvtw__core_start_as(uvtw__core_t* core,
+                                           uvtw_timer_t* t,
+                                           uint64_t deadline_ms,
+                                           int task) {
   uint64_t ref;
   uint64_t e;
 
@@ -253,12 +255,30 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
   if (t->link_.next != NULL)
     uvtw__core_unlink(core, t);
   else
-    uvtw__core_count(core, ref, 1);
-  t->order_ = core->next_order | ref;
+    uvtw__core_count(core, ref, !task, 1);
+  t->order_ = core->next_order | ref | (task ? UVTW__ORDER_TASK : 0);
   core->next_order += UVTW__ORDER_STEP;
   t->deadline_ = deadline_ms;
   uvtw__core_file(core, t, e);
   return e;
+}
+
+
+/* (Re)starts `timer` for `deadline_ms`, giving it the next order, and
+ * files it where that deadline belongs.  Returns its expiry tick: the
+ * wheel's next wake-up may have moved there. */
+static inline uint64_t uvtw__core_start(uvtw__core_t* core,
+                                        uvtw_timer_t* t,
+                                        uint64_t deadline_ms) {
+  return uvtw__core_start_as(core, t, deadline_ms, 0);
+}
+
+
+/* uvtw__core_start for a task's timer: not counted in `active`. */
+static inline uint64_t uvtw__core_start_task(uvtw__core_t* core,
+                                             uvtw_timer_t* t,
+                                             uint64_t deadline_ms) {
+  return uvtw__core_start_as(core, t, deadline_ms, 1);
 }
 
 
@@ -298,12 +318,21 @@ static inline int uvtw__core_rearm_later(uvtw__core_t* core,
 }
 
 
-/* Makes `timer` inactive.  No-op on an inactive timer. */
+/* Makes the user's `timer` inactive.  No-op on an inactive timer. */
 static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
   if (t->link_.next == NULL)
     return;
   uvtw__core_unlink(core, t);
-  uvtw__core_count(core, uvtw__timer_ref(t), -1);
+  uvtw__core_count(core, uvtw__timer_ref(t), 1, -1);
+}
+
+
+/* uvtw__core_stop for a task's timer (uvtw__core_start_task). */
+static inline void uvtw__core_stop_task(uvtw__core_t* core, uvtw_timer_t* t) {
+  if (t->link_.next == NULL)
+    return;
+  uvtw__core_unlink(core, t);
+  uvtw__core_count(core, uvtw__timer_ref(t), 0, -1);
 }
 
 
@@ -359,7 +388,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
     t->deadline_ = deadline;
     uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
   } else {
-    uvtw__core_count(core, uvtw__timer_ref(t), -1);
+    uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), -1);
   }
   return t;
 }
@@ -369,6 +398,28 @@ static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
 static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
                                                uint64_t now_ms) {
   return uvtw__core_pop_due_at(core, &now_ms);
+}
+
+
+/* a * b / d rounded up, for b < d <= 2^47 (so the result is <= a), in
+ * 64-bit arithmetic: the pre-cascade's quota (core.c), which a jump of
+ * more than 2^32 ticks needs; tested on its own (test-core-mul-div). */
+static inline uint64_t uvtw__mul_div_ceil(uint32_t a,
+                                          uint64_t b,
+                                          uint64_t d) {
+  uint64_t hi;
+  uint64_t q;
+  uint64_t r;
+
+  UVTW__ASSERT(b < d && d <= (uint64_t) 1 << 47);
+  /* a * b can take 66 bits, and there is no 128-bit integer on 32-bit
+   * targets (nor in MSVC): with a = ah * 2^16 + al, a * b / d is
+   * (ah * b / d) * 2^16 plus the rest, ((ah * b % d) * 2^16 + al * b) / d,
+   * and d <= 2^47 keeps every term below 2^64. */
+  hi = (uint64_t) (a >> 16) * b;
+  q = hi / d;
+  r = hi % d;
+  return (q << 16) + ((r << 16) + (uint64_t) (a & 0xffff) * b + d - 1) / d;
 }
 
 

@@ -87,16 +87,26 @@ static inline unsigned uvtw__upper_index(unsigned s) {
   return s - UVTW__L0_SLOTS;
 }
 
-/* A timer's order_ word: its start order in the bits above bit 0, which
- * holds its ref flag.  Orders step by 2, so comparing two words compares
- * the orders (no two timers share one), and a start writes the new order
- * and keeps the flag in one store. */
-#define UVTW__ORDER_STEP 2
+/* A timer's order_ word: its start order in the bits above bit 1; bit 0
+ * holds its ref flag, bit 1 marks a task's timer.  Orders step by 4, so
+ * comparing two words compares the orders (no two timers share one), and
+ * a start writes the new order and keeps the flags in one store.  A task's
+ * timer is not counted in the core's `active`, which so counts the user's
+ * timers alone (the wheel counts the tasks' apart). */
+#define UVTW__ORDER_STEP 4
 #define UVTW__ORDER_REF 1
+#define UVTW__ORDER_TASK 2
+#define UVTW__ORDER_FLAGS (UVTW__ORDER_REF | UVTW__ORDER_TASK)
 
 /* 1 if the timer is referenced, else 0. */
 static inline uint64_t uvtw__timer_ref(const uvtw_timer_t* t) {
   return t->order_ & UVTW__ORDER_REF;
+}
+
+
+/* 1 if the timer is counted in `active` (the user's), else 0. */
+static inline uint64_t uvtw__timer_counted(const uvtw_timer_t* t) {
+  return ((t->order_ & UVTW__ORDER_TASK) >> 1) ^ 1;
 }
 
 /* Where a start files a timer of level >= 1, by the bit index of
@@ -161,10 +171,6 @@ typedef struct uvtw__core_s {
 } uvtw__core_t;
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
-
-/* a * b / d rounded up, for b < d <= 2^47 (so the result is <= a), in
- * 64-bit arithmetic.  The pre-cascade's quota; exposed for its test. */
-uint64_t uvtw__mul_div_ceil(uint32_t a, uint64_t b, uint64_t d);
 
 /* The earliest tick at which the wheel has work (a due timer, a slot to
  * collect, or a pre-cascade step), UVTW__NO_TICK if it is empty.

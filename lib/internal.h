@@ -104,11 +104,6 @@ typedef struct {
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
-  /* The user's timers that are active (the core also counts the tasks'):
-   * written by the loop thread only, a load and a store each time; read by
-   * any thread (uvtw_wheel_pending).  Beside `loop`, which every start and
-   * stop reads anyway. */
-  _Atomic uint64_t timers_active;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;

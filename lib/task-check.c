@@ -133,14 +133,6 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   filed = atomic_load_explicit(&tasks->filed, memory_order_relaxed);
   CHECK(tally.at_wheel == filed, "filed %" PRIu64 ", nodes in the wheel %"
         PRIu64, filed, tally.at_wheel);
-  CHECK(atomic_load_explicit(&wheel->core.active, memory_order_relaxed) ==
-            atomic_load_explicit(&wheel->timers_active,
-                                 memory_order_relaxed) + filed,
-        "core's active %" PRIu64 " is not timers_active %" PRIu64
-        " + filed %" PRIu64,
-        atomic_load_explicit(&wheel->core.active, memory_order_relaxed),
-        atomic_load_explicit(&wheel->timers_active, memory_order_relaxed),
-        filed);
   CHECK(tally.at_pool == list_length(&tasks->in_pool),
         "threadpool list %" PRIu64 ", nodes on the pool %" PRIu64,
         list_length(&tasks->in_pool), tally.at_pool);

@@ -116,7 +116,7 @@ static void count_filed(uvtw_wheel_t* wheel, int delta) {
 static void stop_timer(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
   if (timer->link_.next == NULL)
     return;
-  uvtw__core_stop(&wheel->core, timer);
+  uvtw__core_stop_task(&wheel->core, timer);
   count_filed(wheel, -1);
 }
 
@@ -230,7 +230,7 @@ static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
   timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
   node->location = AT_WHEEL;
-  e = uvtw__core_start(&wheel->core, timer, node->deadline_ms);
+  e = uvtw__core_start_task(&wheel->core, timer, node->deadline_ms);
   count_filed(wheel, 1);
   uvtw__driver_earlier(wheel, e);
 }

@@ -47,7 +47,6 @@ static inline int start_inactive(uvtw_wheel_t* wheel,
   timer->cb_ = cb;
   timer->repeat_ = repeat;
   e = uvtw__core_start(&wheel->core, timer, deadline);
-  uvtw__own_add(&wheel->timers_active, 1, memory_order_relaxed);
   if (e < wheel->driver.rearm_below || (int) ref > wheel->driver.ref)
     return start_driver(wheel, e);
   return 0;
@@ -211,7 +210,6 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   wheel = timer->wheel_;
   awaited = uvtw__driver_may_wait_for(wheel, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
-  uvtw__own_add(&wheel->timers_active, (uint64_t) -1, memory_order_relaxed);
   /* The slot it left may no longer be crowded (see restart_filed). */
   wheel->driver.armed_crowded = 0;
   /* A stop can only lower active_ref: the driver's ref state changes only

@@ -60,10 +60,6 @@ static void pass_cb(uv_timer_t* handle) {
   while (!wheel->closing &&
          (timer = uvtw__core_pop_due_at(&wheel->core, &wheel->loop->time))) {
     wheel->timers_fired++;
-    if (timer->link_.next == NULL && !uvtw__task_owns(timer))
-      /* A one-shot of the user's: inactive now. */
-      uvtw__own_add(&wheel->timers_active, (uint64_t) -1,
-                    memory_order_relaxed);
     timer->cb_(timer);
   }
   uvtw__driver_pass_over(wheel);
@@ -121,7 +117,6 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
   wheel->timers_fired = 0;
-  atomic_init(&wheel->timers_active, 0);
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
@@ -185,7 +180,6 @@ int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   wheel->close_cb = cb;
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
-  atomic_store_explicit(&wheel->timers_active, 0, memory_order_relaxed);
   uvtw__driver_disarm(wheel);
   uv_prepare_stop(&wheel->driver.rearm);
   return 0;
@@ -218,8 +212,9 @@ void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 }
 
 
+/* The user's active timers: the core counts no task's (core.h). */
 static uint64_t timers_active(const uvtw_wheel_t* wheel) {
-  return atomic_load_explicit(&wheel->timers_active, memory_order_relaxed);
+  return atomic_load_explicit(&wheel->core.active, memory_order_relaxed);
 }
 
 

@@ -93,7 +93,7 @@ int main(void) {
         check(as[i], d - 2, d);
         check(as[i], d / 2 + 1, d);
       }
-      if (d > ((uint64_t) 1 << 32))
+      if (d > ((uint64_t) 1 << 32) + 1)
         check(as[i], ((uint64_t) 1 << 32) + 1, d); /* the core's branch */
     }
   }

@@ -11,8 +11,6 @@
  *   corrupt_held  `held` one more than the nodes held: the check fails,
  *                 naming held; put back, it passes.
  *   corrupt_filed the count of task timers in the wheel one more: fails.
- *   corrupt_timers  the user's timer count one more than the core holds
- *                 beside the tasks': fails.
  *   corrupt_free  a free node dropped from a record's cache: the
  *                 quiescent check fails on the free nodes (the concurrent
  *                 one cannot count them, and passes). */
@@ -176,16 +174,6 @@ static void corrupt_filed(void) {
 }
 
 
-static void corrupt_timers(void) {
-  populate();
-  uvtw__own_add(&wheel->timers_active, 1, memory_order_relaxed);
-  expect_broken(0, "timers_active");
-  uvtw__own_add(&wheel->timers_active, (uint64_t) -1, memory_order_relaxed);
-  expect_ok(1);
-  finish();
-}
-
-
 static void corrupt_free(void) {
   uvtw__record_t* rec;
 
@@ -207,7 +195,6 @@ static const test_case_t cases[] = {
   TEST_CASE(consistent),
   TEST_CASE(corrupt_held),
   TEST_CASE(corrupt_filed),
-  TEST_CASE(corrupt_timers),
   TEST_CASE(corrupt_free),
 };
 

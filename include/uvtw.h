@@ -12,8 +12,9 @@
  *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and
  *     uv_err_name() work.  A call that fails changes nothing, and its
  *     callback never runs.
- *   - Times are milliseconds on the loop's clock, uv_now(loop).  Deadlines
- *     saturate at UINT64_MAX instead of overflowing.
+ *   - Times are milliseconds on the wheel's clock: the loop's, uv_now(loop),
+ *     or, on a wheel made with virtual_time, its own (uvtw_wheel_now).
+ *     Deadlines saturate at UINT64_MAX instead of overflowing.
  *   - "Loop thread" functions must be called on the thread that runs the
  *     wheel's loop, or while that loop is not running, by its owner: the
  *     thread that created the wheel, which must be the one that runs the
@@ -83,6 +84,10 @@ typedef void (*uvtw_close_cb)(uvtw_wheel_t* wheel);
 typedef struct uvtw_options_s {
   uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
+  /* Non-zero: the wheel has a clock of its own, for tests of timeout
+   * logic that neither wait nor flake.  It starts at uv_now(loop) when
+   * the wheel is made and moves only by uvtw_wheel_advance.  Default 0. */
+  int virtual_time;
 } uvtw_options_t;
 
 /* Counters of one wheel.  The task counters are kept by the loop thread as
@@ -138,7 +143,8 @@ struct uvtw_timer_s {
 /* ---------------------------------------------------------------------- */
 /* The wheel.                                                               */
 
-/* Fills *opts with the defaults: tick_ms = 1, max_tasks = 0.  Any thread. */
+/* Fills *opts with the defaults: tick_ms = 1, max_tasks = 0,
+ * virtual_time = 0.  Any thread. */
 UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
 /* Creates a wheel on `loop` and stores it in *out.  opts may be NULL for the
@@ -177,6 +183,49 @@ UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 /* The loop the wheel is attached to.  Any thread. */
 UVTW_EXTERN uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel);
 
+/* The wheel's clock in ms: the one its timers' deadlines and
+ * uvtw_timer_get_due_in count from.  On an ordinary wheel it is
+ * uv_now(loop); on a virtual wheel, its own clock.  Loop thread. */
+UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
+
+/* Moves a virtual wheel's clock forward by `ms` (saturating at UINT64_MAX)
+ * and, before it returns, runs every timer and loop-thread task that comes
+ * due on the way, in the order they would run in real time: by deadline,
+ * ties in the order they were (re)started (libuv's order).  Each callback
+ * sees uvtw_wheel_now() equal to its own deadline rounded up to a tick:
+ * there is no lateness in virtual time (but for a task taken in after its
+ * deadline, below), and the clock never goes back.  So a repeating timer fires once per period in the span: its
+ * next deadline is the deadline it fired at plus its repeat.  A timer or
+ * task that a callback starts with a deadline inside the span runs before
+ * advance returns too; one started with timeout 0 runs after the callbacks
+ * due at the same time that were collected before it (the snapshot rule),
+ * with the clock unchanged, so a callback that always restarts itself with
+ * timeout 0 keeps advance from returning.  A UVTW_THREADPOOL task that
+ * comes due is handed to the threadpool at that moment; its run and its
+ * completion follow as usual, while the loop runs.  ms = 0 runs what is
+ * due now.  A deadline of UINT64_MAX (a saturated one) is never reached,
+ * as in real time.
+ * Tasks from other threads: a submit counts its delay from the wheel's
+ * clock at that moment.  Before the clock moves, advance takes in the
+ * tasks other threads have submitted, one batch of up to 4096, as the
+ * loop's poll phase does (the async handle still takes in the rest).  A
+ * task that was due at or before the clock when it was taken in runs in
+ * the next advance, with the clock where it is.
+ * If a callback closes the wheel, advance returns 0 at once, the clock at
+ * that callback's time.  Loop thread.
+ * Liveness: a virtual wheel's timers never wake the loop and never keep
+ * uv_run(UV_RUN_DEFAULT) running, since nothing but advance moves their
+ * time.  Its tasks keep the loop alive until the loop has taken them in
+ * and filed them (README.md, "Semantics"); a filed task then waits for
+ * advance like a timer and no longer holds the loop.  A threadpool run,
+ * once handed to the pool, holds it until its completion, as on an
+ * ordinary wheel.
+ * Errors: UV_EINVAL     wheel is NULL or was made without virtual_time;
+ *         UV_ECANCELED  the wheel is closing;
+ *         UV_EBUSY      called from inside one of the wheel's own
+ *                       callbacks (an advance is running). */
+UVTW_EXTERN int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms);
+
 /* Calls fn(timer, arg) once for every timer that is active when the walk
  * starts, in no particular order.  fn may stop or restart the timer it is
  * given (a restarted timer is not visited twice); it must not stop other
@@ -208,7 +257,9 @@ UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
 /* Starts (or restarts, if active) the timer: cb runs once uv_now(loop) has
  * reached uv_now(loop) + timeout (saturating at UINT64_MAX), rounded up to a
  * tick; then every `repeat` ms if repeat is non-zero, counted from the loop
- * time at which it fired.  Same order, same iteration and never early, as
+ * time at which it fired.  (On a virtual wheel: its clock, uvtw_wheel_now,
+ * instead of uv_now, and the timer runs in the uvtw_wheel_advance that
+ * reaches its deadline.)  Same order, same iteration and never early, as
  * uv_timer_start on the same libuv.  A timer started from a wheel callback
  * with timeout 0 waits for the next loop iteration; so does a uv_timer_t
  * started from a timer callback from libuv 1.48 on, while libuv 1.44 to
@@ -240,7 +291,7 @@ UVTW_EXTERN void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat);
 UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 
 /* Milliseconds until the timer fires: its deadline rounded up to a tick,
- * minus uv_now(loop).  0 if inactive or overdue. */
+ * minus the wheel's clock (uvtw_wheel_now).  0 if inactive or overdue. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
 /* Non-zero if the timer is active.  A repeating timer is active inside its
@@ -267,8 +318,9 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
 
 /* Schedules cb(arg, 0) to run once delay_ms have passed since this call
  * (counted from the call by uv_hrtime(), not from when the loop sees the
- * task; never early, rounded up to a tick).  If repeat_ms is non-zero it
- * runs again repeat_ms after each dispatch (the loop time at which the loop
+ * task; never early, rounded up to a tick; on a virtual wheel, counted
+ * from its clock at the call, see uvtw_wheel_advance).  If repeat_ms is
+ * non-zero it runs again repeat_ms after each dispatch (the loop time at which the loop
  * ran it, or handed it to the threadpool), until cancelled or closed.
  * cb runs on the loop thread, in deadline order with the timers, ties in the
  * order the loop took the tasks in (for one producer, submission order); or
@@ -294,7 +346,8 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *
  * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
  * uv_queue_work request does; one submitted from another thread does so
- * from when the loop sees it.  The full rule: README.md, "Semantics".
+ * from when the loop sees it; on a virtual wheel, only until the loop has
+ * filed it (uvtw_wheel_advance).  The full rule: README.md, "Semantics".
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;

@@ -298,6 +298,25 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 }
 
 
+uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
+  const struct uvtw__link* link;
+  uint64_t next;
+  uint64_t e;
+  unsigned level;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick;
+  earliest_slot(core, &level, &next);
+  for (link = core->overflow.next; link != &core->overflow; link = link->next) {
+    e = uvtw__core_tick_of(core, uvtw__timer_of((struct uvtw__link*) link)
+                                     ->deadline_);
+    if (e < next)
+      next = e;
+  }
+  return next;
+}
+
+
 /* Files t where its expiry belongs: the lowest level whose ring holds it
  * (for cascades, which may place lower than a start would), `ready` if it
  * is due. */

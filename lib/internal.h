@@ -42,7 +42,12 @@
  *                submitted on the loop thread, and not yet freed.
  *   backlog      ids a drain left in a queue; they hold the loop too.
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
- *                wheel closes. */
+ *                wheel closes.
+ *   virtual      a wheel made with options.virtual_time: its clock is its
+ *                own, moved only by uvtw_wheel_advance (virtual.c), and
+ *                its driver is never armed.
+ *   lateness     the wheel's clock when a callback starts minus its
+ *                deadline rounded up to a tick. */
 
 #ifndef UVTW_INTERNAL_H
 #define UVTW_INTERNAL_H
@@ -96,13 +101,32 @@ typedef struct {
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
+  /* The clock the timers read: &loop->time (what uv_now returns), or
+   * &virtual_now on a virtual wheel.  Reading it is two loads, as reading
+   * loop->time through `loop` is, so the real-time path pays nothing. */
+  const uint64_t* now;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
   uint64_t timers_fired; /* timer callbacks run (a task counts in tasks.run) */
+  int virtual_time; /* options.virtual_time: set at creation only */
+  int advancing;    /* inside uvtw_wheel_advance */
+  /* A virtual wheel's clock, loop thread only: never goes back. */
+  uint64_t virtual_now;
+  /* The same value for uvtw_submit on other threads, stored by the loop
+   * thread after virtual_now (relaxed: a task's delay needs no ordering
+   * beyond the clock's own).  An atomic, so that a 32-bit target does not
+   * tear it. */
+  _Atomic uint64_t virtual_now_shared;
   uvtw__tasks_t tasks;
 };
+
+
+/* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop thread. */
+static inline uint64_t uvtw__wheel_now(const uvtw_wheel_t* wheel) {
+  return *wheel->now;
+}
 
 #endif /* UVTW_INTERNAL_H */

@@ -13,7 +13,8 @@
  *   loop:     the async callback empties every record's queue, oldest
  *             first, in batches of UVTW__DRAIN_BATCH ids that give every
  *             record a share (drain), and files each task's timer in the
- *             wheel, for the deadline "uv_hrtime at submit + delay".
+ *             wheel, for the deadline "uv_hrtime at submit + delay" (on a
+ *             virtual wheel, "its clock at submit + delay").
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work, with a request (uvtw__work_t) that it
  *             holds only until after_work, and comes back in after_work.
@@ -62,6 +63,14 @@ static void hold_sync(uvtw_wheel_t* wheel) {
   if (wheel->closing)
     return; /* close holds the async handle until it closes it */
   want = wheel->tasks.held != 0 || wheel->tasks.backlog;
+  /* On a virtual wheel a filed task waits for uvtw_wheel_advance, as its
+   * timers do, and holds nothing: only the tasks held and not filed (not
+   * taken in yet, or in the threadpool) hold the loop.  Every filed task
+   * is held, so held >= filed.  Asked only when something holds, so that
+   * an ordinary wheel with no task pays nothing after each pass. */
+  if (want && wheel->virtual_time)
+    want = wheel->tasks.held > uvtw__tasks_filed(wheel) ||
+           wheel->tasks.backlog;
   if (want == wheel->tasks.holds_loop)
     return;
   wheel->tasks.holds_loop = want;
@@ -410,7 +419,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     /* Out of memory for the request: the task stays PENDING and tries
      * again a millisecond later (never early, never lost). */
     node->location = AT_NONE;
-    node->deadline_ms = uv_now(wheel->loop) + 1;
+    node->deadline_ms = uvtw__wheel_now(wheel) + 1;
     file_task(wheel, node);
     return;
   }
@@ -425,7 +434,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
 
   if (pool) {
     node->location = AT_POOL;
-    w->dispatch_ms = uv_now(wheel->loop);
+    w->dispatch_ms = uvtw__wheel_now(wheel);
     uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
     uv_queue_work(wheel->loop, &w->req, work_cb, after_work_cb);

@@ -54,6 +54,10 @@ typedef struct uvtw__tasks_s {
    * address of that thread's token (uvtw__tls_t).  Set before the wheel is
    * shared, never written again. */
   const char* loop_thread;
+  /* A virtual wheel's clock, for the deadline of a submit (the wheel's
+   * virtual_now_shared); NULL on an ordinary wheel, whose submits count
+   * from uv_hrtime().  Set before the wheel is shared. */
+  const _Atomic uint64_t* virtual_clock;
   UVTW__PAD(pad0_);
 
   /* A producer has sent the wake-up that the async callback has not yet

@@ -34,6 +34,7 @@
 void uvtw_options_init(uvtw_options_t* opts) {
   opts->tick_ms = 1;
   opts->max_tasks = 0;
+  opts->virtual_time = 0;
 }
 
 
@@ -112,12 +113,20 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
   wheel->timers_fired = 0;
+  /* virtual.c: a virtual wheel's clock starts at the loop's. */
+  wheel->virtual_time = opts->virtual_time != 0;
+  wheel->advancing = 0;
+  wheel->virtual_now = uv_now(loop);
+  atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
+  wheel->now = wheel->virtual_time ? &wheel->virtual_now : &loop->time;
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
     free(wheel);
     return err;
   }
+  if (wheel->virtual_time)
+    wheel->tasks.virtual_clock = &wheel->virtual_now_shared;
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */

@@ -90,6 +90,9 @@ typedef struct uvtw_options_s {
   int virtual_time;
 } uvtw_options_t;
 
+/* The buckets of uvtw_stats_t.lateness. */
+#define UVTW_LATENESS_BUCKETS 16
+
 /* Counters of one wheel.  The task counters are kept by the loop thread as
  * it processes tasks, so they trail the other threads' calls by up to one
  * loop iteration; except that a task cancelled before the loop took it in
@@ -113,6 +116,20 @@ typedef struct uvtw_stats_s {
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
   uint64_t queue_high_water; /* most submissions taken in one batch */
+  /* Callbacks by how late they ran: the wheel's clock (uv_now(loop)) when
+   * the callback starts, minus its deadline rounded up to a tick.
+   * lateness[0] counts those that ran on that millisecond, lateness[i]
+   * for i = 1 to 14 those late by 2^(i-1) to 2^i - 1 ms, lateness[15]
+   * those late by 2^14 ms or more.  Timers and loop-thread tasks count
+   * when their callback runs, threadpool tasks when they are handed to
+   * the pool; final UV_ECANCELED calls do not count.  So the sum is
+   * `fired`, plus the threadpool runs handed over that have not come back
+   * or never ran (a cancel or close came first), plus, read inside a
+   * task's callback, that task.  On a virtual wheel every callback counts
+   * as on time, in lateness[0].  Callbacks late more than rarely mean a
+   * blocked loop: something on it runs for long.  uvtw_lateness_quantile
+   * reads percentiles from it. */
+  uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } uvtw_stats_t;
 
 
@@ -194,17 +211,17 @@ UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
  * ties in the order they were (re)started (libuv's order).  Each callback
  * sees uvtw_wheel_now() equal to its own deadline rounded up to a tick:
  * there is no lateness in virtual time (but for a task taken in after its
- * deadline, below), and the clock never goes back.  So a repeating timer fires once per period in the span: its
- * next deadline is the deadline it fired at plus its repeat.  A timer or
- * task that a callback starts with a deadline inside the span runs before
- * advance returns too; one started with timeout 0 runs after the callbacks
- * due at the same time that were collected before it (the snapshot rule),
- * with the clock unchanged, so a callback that always restarts itself with
- * timeout 0 keeps advance from returning.  A UVTW_THREADPOOL task that
- * comes due is handed to the threadpool at that moment; its run and its
- * completion follow as usual, while the loop runs.  ms = 0 runs what is
- * due now.  A deadline of UINT64_MAX (a saturated one) is never reached,
- * as in real time.
+ * deadline, below), and the clock never goes back.  So a repeating timer
+ * fires once per period in the span: its next deadline is the deadline it
+ * fired at plus its repeat.  A timer or task that a callback starts with
+ * a deadline inside the span runs before advance returns too; one started
+ * with timeout 0 runs after the callbacks due at the same time that were
+ * collected before it (the snapshot rule), with the clock unchanged, so a
+ * callback that always restarts itself with timeout 0 keeps advance from
+ * returning.  A UVTW_THREADPOOL task that comes due is handed to the
+ * threadpool at that moment; its run and its completion follow as usual,
+ * while the loop runs.  ms = 0 runs what is due now.  A deadline of
+ * UINT64_MAX (a saturated one) is never reached, as in real time.
  * Tasks from other threads: a submit counts its delay from the wheel's
  * clock at that moment.  Before the clock moves, advance takes in the
  * tasks other threads have submitted, one batch of up to 4096, as the
@@ -237,6 +254,16 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 /* Copies the wheel's counters into *out.  Loop thread. */
 UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
                                   uvtw_stats_t* out);
+
+/* An upper bound, in ms, on the q-quantile of stats->lateness (q from 0
+ * to 1; clamped): the bound of the bucket that holds the callback of rank
+ * ceil(q * total), at least the first.  So q = 0.5 bounds the median, 0.99
+ * the 99th percentile and 1 the latest callback, each rounded up to its
+ * bucket's bound: 0, 1, 3, 7, ..., 2^14 - 1, or UINT64_MAX for the last
+ * bucket (late by 2^14 ms or more).  0 if nothing was counted.  Any
+ * thread (it reads only *stats). */
+UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
+                                            double q);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
  * returns until it ends.  Any thread.  The task part is exact as
@@ -320,14 +347,15 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * (counted from the call by uv_hrtime(), not from when the loop sees the
  * task; never early, rounded up to a tick; on a virtual wheel, counted
  * from its clock at the call, see uvtw_wheel_advance).  If repeat_ms is
- * non-zero it runs again repeat_ms after each dispatch (the loop time at which the loop
- * ran it, or handed it to the threadpool), until cancelled or closed.
- * cb runs on the loop thread, in deadline order with the timers, ties in the
- * order the loop took the tasks in (for one producer, submission order); or
- * with UVTW_THREADPOOL on a threadpool thread, and then never concurrently
- * with itself (a run that comes due while the previous one runs starts
- * after it).  If id is not NULL the task's id is stored there before the
- * task can run or be cancelled by anyone else.
+ * non-zero it runs again repeat_ms after each dispatch (the loop time at
+ * which the loop ran it, or handed it to the threadpool), until cancelled
+ * or closed.  cb runs on the loop thread, in deadline order with the
+ * timers, ties in the order the loop took the tasks in (for one producer,
+ * submission order); or with UVTW_THREADPOOL on a threadpool thread, and
+ * then never concurrently with itself (a run that comes due while the
+ * previous one runs starts after it).  If id is not NULL the task's id
+ * is stored there before the task can run or be cancelled by anyone
+ * else.
  *
  * Any thread, also from inside any callback.  No mutex and no allocation
  * in steady state: the wheel's node pool grows, under a mutex, only when it

@@ -743,6 +743,7 @@ uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms) {
   UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
                t->deadline_ <= core->collected_ms);
   uvtw__list_remove(&t->link_);
+  core->popped_late = now_ms - t->deadline_;
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at
      * dispatch, so an overdue timer fires once, not once per period. */

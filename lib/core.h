@@ -124,6 +124,10 @@ typedef struct uvtw__core_s {
   struct uvtw__link overflow; /* expiry beyond the top level's range */
   struct uvtw__link ready;    /* due when filed: run by the next pass */
   struct uvtw__link due;      /* the pass now running, sorted */
+  /* now_ms - deadline of the timer uvtw__core_pop_due returned last, its
+   * deadline as it was before a repeat moved it on: for the lateness of
+   * its callback (internal.h, uvtw__popped_lateness). */
+  uint64_t popped_late;
 } uvtw__core_t;
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
@@ -180,7 +184,8 @@ void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
 
 /* Takes the first timer of the running pass, or NULL when the pass is over.
  * A one-shot is made inactive; a repeating timer is restarted for now_ms +
- * repeat, as libuv does before the callback.  The caller runs timer->cb_. */
+ * repeat, as libuv does before the callback; popped_late is now_ms minus
+ * the deadline it was due at.  The caller runs timer->cb_. */
 uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core, uint64_t now_ms);
 
 /* Leaves for the next pass the timers of the running pass whose start_id

@@ -286,7 +286,7 @@ static void virtual_on_time(void) {
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_NOWAIT)); /* takes the others in */
   ASSERT_EQ(0, uvtw_wheel_advance(wheel, 0)); /* runs them, all late */
   uvtw_timer_stop(&vt_timer);
-  ASSERT_GE(vt_timer_runs, 5);
+  ASSERT_GE(vt_timer_runs, 4); /* every 15 ms rounded up to 20 */
   ASSERT_EQ(1 + vt_timer_runs, vt_task_runs);
   uvtw_wheel_stats(wheel, &s);
   ASSERT_UEQ(s.fired, bucket_sum(&s));

@@ -12,8 +12,9 @@
  *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and
  *     uv_err_name() work.  A call that fails changes nothing, and its
  *     callback never runs.
- *   - Times are milliseconds on the loop's clock, uv_now(loop).  Deadlines
- *     saturate at UINT64_MAX instead of overflowing.
+ *   - Times are milliseconds on the wheel's clock: the loop's, uv_now(loop),
+ *     or, on a wheel made with virtual_time, its own (uvtw_wheel_now).
+ *     Deadlines saturate at UINT64_MAX instead of overflowing.
  *   - "Loop thread" functions must be called on the thread that runs the
  *     wheel's loop, or while that loop is not running, by its owner: the
  *     thread that created the wheel, which must be the one that runs the
@@ -83,7 +84,14 @@ typedef void (*uvtw_close_cb)(uvtw_wheel_t* wheel);
 typedef struct uvtw_options_s {
   uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
+  /* Non-zero: the wheel has a clock of its own, for tests of timeout
+   * logic that neither wait nor flake.  It starts at uv_now(loop) when
+   * the wheel is made and moves only by uvtw_wheel_advance.  Default 0. */
+  int virtual_time;
 } uvtw_options_t;
+
+/* The buckets of uvtw_stats_t.lateness. */
+#define UVTW_LATENESS_BUCKETS 16
 
 /* Counters of one wheel.  The task counters are kept by the loop thread as
  * it processes tasks, so they trail the other threads' calls by up to one
@@ -108,6 +116,20 @@ typedef struct uvtw_stats_s {
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
   uint64_t queue_high_water; /* most submissions taken in one batch */
+  /* Callbacks by how late they ran: the wheel's clock (uv_now(loop)) when
+   * the callback starts, minus its deadline rounded up to a tick.
+   * lateness[0] counts those that ran on that millisecond, lateness[i]
+   * for i = 1 to 14 those late by 2^(i-1) to 2^i - 1 ms, lateness[15]
+   * those late by 2^14 ms or more.  Timers and loop-thread tasks count
+   * when their callback runs, threadpool tasks when they are handed to
+   * the pool; final UV_ECANCELED calls do not count.  So the sum is
+   * `fired`, plus the threadpool runs handed over that have not come back
+   * or never ran (a cancel or close came first), plus, read inside a
+   * task's callback, that task.  On a virtual wheel every callback counts
+   * as on time, in lateness[0].  Callbacks late more than rarely mean a
+   * blocked loop: something on it runs for long.  uvtw_lateness_quantile
+   * reads percentiles from it. */
+  uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } uvtw_stats_t;
 
 
@@ -140,7 +162,8 @@ struct uvtw_timer_s {
 /* ---------------------------------------------------------------------- */
 /* The wheel.                                                               */
 
-/* Fills *opts with the defaults: tick_ms = 1, max_tasks = 0.  Any thread. */
+/* Fills *opts with the defaults: tick_ms = 1, max_tasks = 0,
+ * virtual_time = 0.  Any thread. */
 UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
 /* Creates a wheel on `loop` and stores it in *out.  opts may be NULL for the
@@ -179,6 +202,49 @@ UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 /* The loop the wheel is attached to.  Any thread. */
 UVTW_EXTERN uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel);
 
+/* The wheel's clock in ms: the one its timers' deadlines and
+ * uvtw_timer_get_due_in count from.  On an ordinary wheel it is
+ * uv_now(loop); on a virtual wheel, its own clock.  Loop thread. */
+UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
+
+/* Moves a virtual wheel's clock forward by `ms` (saturating at UINT64_MAX)
+ * and, before it returns, runs every timer and loop-thread task that comes
+ * due on the way, in the order they would run in real time: by deadline,
+ * ties in the order they were (re)started (libuv's order).  Each callback
+ * sees uvtw_wheel_now() equal to its own deadline rounded up to a tick:
+ * there is no lateness in virtual time (but for a task taken in after its
+ * deadline, below), and the clock never goes back.  So a repeating timer
+ * fires once per period in the span: its next deadline is the deadline it
+ * fired at plus its repeat.  A timer or task that a callback starts with
+ * a deadline inside the span runs before advance returns too; one started
+ * with timeout 0 runs after the callbacks due at the same time that were
+ * collected before it (the snapshot rule), with the clock unchanged, so a
+ * callback that always restarts itself with timeout 0 keeps advance from
+ * returning.  A UVTW_THREADPOOL task that comes due is handed to the
+ * threadpool at that moment; its run and its completion follow as usual,
+ * while the loop runs.  ms = 0 runs what is due now.  A deadline of
+ * UINT64_MAX (a saturated one) is never reached, as in real time.
+ * Tasks from other threads: a submit counts its delay from the wheel's
+ * clock at that moment.  Before the clock moves, advance takes in the
+ * tasks other threads have submitted, one batch of up to 4096, as the
+ * loop's poll phase does (the async handle still takes in the rest).  A
+ * task that was due at or before the clock when it was taken in runs in
+ * the next advance, with the clock where it is.
+ * If a callback closes the wheel, advance returns 0 at once, the clock at
+ * that callback's time.  Loop thread.
+ * Liveness: a virtual wheel's timers never wake the loop and never keep
+ * uv_run(UV_RUN_DEFAULT) running, since nothing but advance moves their
+ * time.  Its tasks keep the loop alive until the loop has taken them in
+ * and filed them (README.md, "Semantics"); a filed task then waits for
+ * advance like a timer and no longer holds the loop.  A threadpool run,
+ * once handed to the pool, holds it until its completion, as on an
+ * ordinary wheel.
+ * Errors: UV_EINVAL     wheel is NULL or was made without virtual_time;
+ *         UV_ECANCELED  the wheel is closing;
+ *         UV_EBUSY      called from inside one of the wheel's own
+ *                       callbacks (an advance is running). */
+UVTW_EXTERN int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms);
+
 /* Calls fn(timer, arg) once for every timer that is active when the walk
  * starts, in no particular order.  fn may stop or restart the timer it is
  * given (a restarted timer is not visited twice); it must not stop other
@@ -190,6 +256,16 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 /* Copies the wheel's counters into *out.  Loop thread. */
 UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
                                   uvtw_stats_t* out);
+
+/* An upper bound, in ms, on the q-quantile of stats->lateness (q from 0
+ * to 1; clamped): the bound of the bucket that holds the callback of rank
+ * ceil(q * total), at least the first.  So q = 0.5 bounds the median, 0.99
+ * the 99th percentile and 1 the latest callback, each rounded up to its
+ * bucket's bound: 0, 1, 3, 7, ..., 2^14 - 1, or UINT64_MAX for the last
+ * bucket (late by 2^14 ms or more).  0 if nothing was counted.  Any
+ * thread (it reads only *stats). */
+UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
+                                            double q);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
  * returns until it ends.  Any thread.
@@ -220,7 +296,9 @@ UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
 /* Starts (or restarts, if active) the timer: cb runs once uv_now(loop) has
  * reached uv_now(loop) + timeout (saturating at UINT64_MAX), rounded up to a
  * tick; then every `repeat` ms if repeat is non-zero, counted from the loop
- * time at which it fired.  Same order, same iteration and never early, as
+ * time at which it fired.  (On a virtual wheel: its clock, uvtw_wheel_now,
+ * instead of uv_now, and the timer runs in the uvtw_wheel_advance that
+ * reaches its deadline.)  Same order, same iteration and never early, as
  * uv_timer_start on the same libuv.  A timer started from a wheel callback
  * with timeout 0 waits for the next loop iteration; so does a uv_timer_t
  * started from a timer callback from libuv 1.48 on, while libuv 1.44 to
@@ -252,7 +330,7 @@ UVTW_EXTERN void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat);
 UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 
 /* Milliseconds until the timer fires: its deadline rounded up to a tick,
- * minus uv_now(loop).  0 if inactive or overdue. */
+ * minus the wheel's clock (uvtw_wheel_now).  0 if inactive or overdue. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
 /* Non-zero if the timer is active.  A repeating timer is active inside its
@@ -279,15 +357,17 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
 
 /* Schedules cb(arg, 0) to run once delay_ms have passed since this call
  * (counted from the call by uv_hrtime(), not from when the loop sees the
- * task; never early, rounded up to a tick).  If repeat_ms is non-zero it
- * runs again repeat_ms after each dispatch (the loop time at which the loop
- * ran it, or handed it to the threadpool), until cancelled or closed.
- * cb runs on the loop thread, in deadline order with the timers, ties in the
- * order the loop took the tasks in (for one producer, submission order); or
- * with UVTW_THREADPOOL on a threadpool thread, and then never concurrently
- * with itself (a run that comes due while the previous one runs starts
- * after it).  If id is not NULL the task's id is stored there before the
- * task can run or be cancelled by anyone else.
+ * task; never early, rounded up to a tick; on a virtual wheel, counted
+ * from its clock at the call, see uvtw_wheel_advance).  If repeat_ms is
+ * non-zero it runs again repeat_ms after each dispatch (the loop time at
+ * which the loop ran it, or handed it to the threadpool), until cancelled
+ * or closed.  cb runs on the loop thread, in deadline order with the
+ * timers, ties in the order the loop took the tasks in (for one producer,
+ * submission order); or with UVTW_THREADPOOL on a threadpool thread, and
+ * then never concurrently with itself (a run that comes due while the
+ * previous one runs starts after it).  If id is not NULL the task's id
+ * is stored there before the task can run or be cancelled by anyone
+ * else.
  *
  * Any thread, also from inside any callback.  No mutex and no allocation
  * in steady state: the wheel's node pool grows, under a mutex, only when it
@@ -306,7 +386,8 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  *
  * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
  * uv_queue_work request does; one submitted from another thread does so
- * from when the loop sees it.  The full rule: README.md, "Semantics".
+ * from when the loop sees it; on a virtual wheel, only until the loop has
+ * filed it (uvtw_wheel_advance).  The full rule: README.md, "Semantics".
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;

@@ -363,7 +363,8 @@ static inline int uvtw__core_before(const struct uvtw__link* a,
 
 /* Takes the first timer of the running pass, or NULL when the pass is over.
  * A one-shot is made inactive; a repeating timer is restarted for *now_ms +
- * repeat, as libuv does before the callback.  The caller runs timer->cb_.
+ * repeat, as libuv does before the callback; popped_late is *now_ms minus
+ * the deadline it was due at.  The caller runs timer->cb_.
  * The time is read only for a repeating timer: the pass passes the loop's
  * clock, which a callback may move.  Inline: the pass calls it once per
  * timer. */
@@ -380,6 +381,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
   UVTW__ASSERT(t->link_.next->prev == &t->link_ &&
                t->deadline_ <= core->collected_ms);
   uvtw__list_remove(&t->link_);
+  core->popped_late = *now_ms - t->deadline_;
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at
      * dispatch, so an overdue timer fires once, not once per period. */

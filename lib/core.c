@@ -325,6 +325,25 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 }
 
 
+uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
+  const struct uvtw__link* link;
+  uint64_t next;
+  uint64_t e;
+  unsigned level;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick;
+  earliest_slot(core, &level, &next);
+  for (link = core->overflow.next; link != &core->overflow; link = link->next) {
+    e = uvtw__core_tick_of(core, uvtw__timer_of((struct uvtw__link*) link)
+                                     ->deadline_);
+    if (e < next)
+      next = e;
+  }
+  return next;
+}
+
+
 /* A cascade: t, just unlinked from a slot, `due` or the overflow list, is
  * filed where its expiry belongs: the lowest level whose ring holds it
  * (which may be lower than a start's placement), `ready` if it is due. */
@@ -734,59 +753,4 @@ void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id) {
       uvtw__list_append(&core->ready, link);
     }
   }
-}
-
-
-static void walk_list(struct uvtw__link* head,
-                      uint64_t limit,
-                      void (*fn)(uvtw_timer_t*, void*),
-                      void* arg) {
-  struct uvtw__link* link;
-  struct uvtw__link* next;
-  uvtw_timer_t* t;
-
-  for (link = head->next; link != head; link = next) {
-    next = link->next; /* fn may move or stop this timer, and only it */
-    t = uvtw__timer_of(link);
-    if (t->order_ < limit)
-      fn(t, arg);
-  }
-}
-
-
-void uvtw__core_walk(uvtw__core_t* core,
-                     void (*fn)(uvtw_timer_t* timer, void* arg),
-                     void* arg) {
-  uint64_t limit;
-  unsigned s;
-
-  /* A timer that fn restarts gets an order >= limit, so wherever it is
-   * re-filed, the walk does not visit it again. */
-  limit = core->next_order;
-  for (s = 0; s < UVTW__NSLOTS; s++)
-    walk_list(&core->slots[s], limit, fn, arg);
-  walk_list(&core->overflow, limit, fn, arg);
-  walk_list(&core->ready, limit, fn, arg);
-  walk_list(&core->due, limit, fn, arg);
-}
-
-
-static void clear_list(struct uvtw__link* head) {
-  while (!uvtw__list_empty(head))
-    uvtw__list_remove(head->next);
-}
-
-
-void uvtw__core_clear(uvtw__core_t* core) {
-  unsigned s;
-
-  for (s = 0; s < UVTW__NSLOTS; s++)
-    clear_list(&core->slots[s]);
-  memset(core->occupied, 0, sizeof(core->occupied));
-  core->l0_words = 0;
-  clear_list(&core->overflow);
-  clear_list(&core->ready);
-  clear_list(&core->due);
-  atomic_store_explicit(&core->active, 0, memory_order_relaxed);
-  core->active_ref = 0;
 }

@@ -168,6 +168,10 @@ typedef struct uvtw__core_s {
   struct uvtw__link overflow; /* expiry beyond the top level's range */
   struct uvtw__link ready;    /* due when filed: run by the next pass */
   struct uvtw__link due;      /* the pass now running, sorted */
+  /* now_ms - deadline of the timer uvtw__core_pop_due returned last, its
+   * deadline as it was before a repeat moved it on: for the lateness of
+   * its callback (internal.h, uvtw__popped_lateness). */
+  uint64_t popped_late;
 } uvtw__core_t;
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
@@ -177,6 +181,16 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
  * <= now_tick when work is ready.  Never later than the true minimum
  * expiry; O(levels). */
 uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
+
+/* A lower bound on the earliest expiry tick, as uvtw__core_next_tick, but
+ * without the wake-ups that only move timers (the overflow list's
+ * re-examination, pre-cascade steps): the overflow list is walked for its
+ * true minimum instead.  UVTW__NO_TICK if nothing can expire.  A pass may
+ * jump straight to it, however far (uvtw__core_expire takes any gap): the
+ * virtual clock does (virtual.c), where a wake-up per top-level block on
+ * the way to a far deadline would be 2^30 passes to UINT64_MAX.  O(levels
+ * + the overflow list). */
+uint64_t uvtw__core_next_expiry(const uvtw__core_t* core);
 
 /* Makes the wheel's next wake-up exact when the earliest slots hold at most
  * UVTW__TIGHTEN_MAX timers together: recomputes the earliest slot's

@@ -65,6 +65,11 @@ void uvtw__driver_update(uvtw_wheel_t* wheel) {
   uint64_t next;
   int crowded;
 
+  /* A virtual wheel's time moves only in uvtw_wheel_advance: its driver is
+   * never armed (so its timers neither wake nor hold the loop), and
+   * armed_tick stays DISARMED, so no pass is ever deferred for it. */
+  if (wheel->virtual_time)
+    return;
   next = uvtw__core_tighten(&wheel->core, &crowded);
   arm_for(wheel, next, crowded);
 }

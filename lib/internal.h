@@ -42,7 +42,12 @@
  *                submitted on the loop thread, and not yet freed.
  *   backlog      ids a drain left in a queue; they hold the loop too.
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
- *                wheel closes. */
+ *                wheel closes.
+ *   virtual      a wheel made with options.virtual_time: its clock is its
+ *                own, moved only by uvtw_wheel_advance (virtual.c), and
+ *                its driver is never armed.
+ *   lateness     the wheel's clock when a callback starts minus its
+ *                deadline rounded up to a tick. */
 
 #ifndef UVTW_INTERNAL_H
 #define UVTW_INTERNAL_H
@@ -104,14 +109,63 @@ typedef struct {
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
+  /* The clock the timers read: &loop->time (what uv_now returns), or
+   * &virtual_now on a virtual wheel.  Reading it is two loads, as reading
+   * loop->time through `loop` is, so the real-time path pays nothing. */
+  const uint64_t* now;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;
-  /* Timer callbacks run (a task counts in tasks.run, not here). */
-  uint64_t timers_fired;
+  /* Callbacks by the bit length of their lateness (0: on time), folded
+   * into uvtw_stats_t.lateness by uvtw_wheel_stats: so counting one is a
+   * bit scan and an add, with no clamp (uvtw__late_slot).  A pass counts
+   * every timer it pops (uvtw__task_fire takes a task off again if it
+   * neither runs nor goes to the pool), so the timer callbacks run are
+   * the sum less tasks_dispatched: no counter of their own. */
+  uint64_t late_bits[64];
+  uint64_t tasks_dispatched; /* loop-thread runs and pool hand-offs */
+  int virtual_time; /* options.virtual_time: set at creation only */
+  int advancing;    /* inside uvtw_wheel_advance */
+  /* A virtual wheel's clock, loop thread only: never goes back. */
+  uint64_t virtual_now;
+  /* The same value for uvtw_submit on other threads, stored by the loop
+   * thread after virtual_now (relaxed: a task's delay needs no ordering
+   * beyond the clock's own).  An atomic, so that a 32-bit target does not
+   * tear it. */
+  _Atomic uint64_t virtual_now_shared;
   uvtw__tasks_t tasks;
 };
+
+
+/* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop thread. */
+static inline uint64_t uvtw__wheel_now(const uvtw_wheel_t* wheel) {
+  return *wheel->now;
+}
+
+
+/* The slot of late_bits for `late` ms: its bit length, 0 for 0.
+ * 2 * late + 1 is never 0 and its top bit's index is late's bit length (a
+ * late of 2^63 ms or more, which real time never reaches, lands in a wrong
+ * slot, never outside the array). */
+static inline size_t uvtw__late_slot(uint64_t late) {
+  return (size_t) (__builtin_clzll(2 * late + 1) ^ 63);
+}
+
+
+/* uvtw__popped_lateness with a tick above 1 ms (wheel.c). */
+uint64_t uvtw__late_by_tick(const uvtw_wheel_t* wheel);
+
+
+/* The lateness of the callback of the timer the pass popped last, before
+ * the callback runs (the wheel's clock is still the one it was popped at):
+ * from its deadline rounded up to its tick, the first moment the wheel
+ * could run it.  Never negative: a pass pops only what is due. */
+static inline uint64_t uvtw__popped_lateness(const uvtw_wheel_t* wheel) {
+  if (__builtin_expect(wheel->core.tick_ms != 1, 0))
+    return uvtw__late_by_tick(wheel);
+  return wheel->core.popped_late;
+}
 
 #endif /* UVTW_INTERNAL_H */

@@ -139,7 +139,7 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   CHECK(tally.at_final == list_length(&tasks->final),
         "final list %" PRIu64 ", nodes owed a final call %" PRIu64,
         list_length(&tasks->final), tally.at_final);
-  CHECK(tasks->holds_loop == (tasks->held != 0 || tasks->backlog) ||
+  CHECK(tasks->holds_loop == uvtw__tasks_hold_wanted(wheel) ||
             wheel->closing,
         "holds_loop %d with held %" PRIu64 ", backlog %d", tasks->holds_loop,
         tasks->held, tasks->backlog);

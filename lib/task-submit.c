@@ -130,8 +130,13 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     return UV_EINVAL;
   /* The delay counts from here, by uv_hrtime().  uv_now() reads the same
    * monotonic clock (or its coarse variant, which never runs ahead), so a
-   * deadline in these milliseconds is never early on the loop's clock. */
-  start_ms = uv_hrtime() / 1000000;
+   * deadline in these milliseconds is never early on the loop's clock.  A
+   * virtual wheel's delay counts from its own clock instead. */
+  if (wheel->tasks.virtual_clock == NULL)
+    start_ms = uv_hrtime() / 1000000;
+  else
+    start_ms = atomic_load_explicit(wheel->tasks.virtual_clock,
+                                    memory_order_relaxed);
   deadline_ms = start_ms + delay_ms < start_ms ? UINT64_MAX
                                                : start_ms + delay_ms;
   if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &

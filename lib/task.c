@@ -12,7 +12,8 @@
  *   loop:     the async callback empties every record's queue, oldest
  *             first, in batches of UVTW__DRAIN_BATCH ids that give every
  *             record a share (drain), and files each task's timer in the
- *             wheel, for the deadline "uv_hrtime at submit + delay".
+ *             wheel, for the deadline "uv_hrtime at submit + delay" (on a
+ *             virtual wheel, "its clock at submit + delay").
  *   loop:     the driver pass pops the timer; the task runs on the loop, or
  *             goes to uv_queue_work, with a request (uvtw__work_t) that it
  *             holds only until after_work, and comes back in after_work.
@@ -56,12 +57,28 @@
  * cancel, a pool run) always leads the loop back here: the cancel's notice
  * or the run's after_work_cb; a task a cancel takes back before the loop
  * saw it was never held. */
+int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel) {
+  int want;
+
+  want = wheel->tasks.held != 0 || wheel->tasks.backlog;
+  /* On a virtual wheel a filed task waits for uvtw_wheel_advance, as its
+   * timers do, and holds nothing: only the tasks held and not filed (not
+   * taken in yet, or in the threadpool) hold the loop.  Every filed task
+   * is held, so held >= filed.  Asked only when something holds, so that
+   * an ordinary wheel with no task pays nothing after each pass. */
+  if (want && wheel->virtual_time)
+    want = wheel->tasks.held > uvtw__tasks_filed(wheel) ||
+           wheel->tasks.backlog;
+  return want;
+}
+
+
 static void hold_sync(uvtw_wheel_t* wheel) {
   int want;
 
   if (wheel->closing)
     return; /* close holds the async handle until it closes it */
-  want = wheel->tasks.held != 0 || wheel->tasks.backlog;
+  want = uvtw__tasks_hold_wanted(wheel);
   if (want == wheel->tasks.holds_loop)
     return;
   wheel->tasks.holds_loop = want;
@@ -405,6 +422,21 @@ static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
 
+/* The pass counted the task it just popped as run, by its lateness
+ * (wheel.c, virtual.c): as it runs now, or is handed to the pool now
+ * (tasks_dispatched).  Takes it off again when neither happens after all,
+ * which is rare, so that the pass counts without a branch. */
+static void uncount_lateness(uvtw_wheel_t* wheel) {
+  size_t slot;
+
+  slot = 0; /* virtual time has no lateness */
+  if (!wheel->virtual_time)
+    slot = uvtw__late_slot(uvtw__popped_lateness(wheel));
+  UVTW__ASSERT(wheel->late_bits[slot] > 0);
+  wheel->late_bits[slot]--;
+}
+
+
 /* The timer callback of every task: runs it, or sends it to the pool. */
 void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
@@ -417,7 +449,6 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
 
   node = task_of(timer);
   wheel = timer->wheel_;
-  wheel->timers_fired--; /* the pass counted it; a task counts in run */
   if (timer->link_.next == NULL)
     count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
   UVTW__ASSERT(node->location == AT_WHEEL);
@@ -429,8 +460,9 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     /* Out of memory for the request: the task stays PENDING and tries
      * again a millisecond later (never early, never lost). */
     node->location = AT_NONE;
-    node->deadline_ms = uv_now(wheel->loop) + 1;
+    node->deadline_ms = uvtw__wheel_now(wheel) + 1;
     file_task(wheel, node);
+    uncount_lateness(wheel);
     return;
   }
   if (!move(node, S(T_PENDING), pool ? T_QUEUED : T_RUNNING, 0, &word)) {
@@ -439,12 +471,14 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     if (w != NULL)
       work_put(&wheel->tasks, node);
     stop_timer(wheel, timer);
+    uncount_lateness(wheel);
     return;
   }
 
+  wheel->tasks_dispatched++; /* it runs now, or goes to the pool now */
   if (pool) {
     node->location = AT_POOL;
-    w->dispatch_ms = uv_now(wheel->loop);
+    w->dispatch_ms = uvtw__wheel_now(wheel);
     uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
     uv_queue_work(wheel->loop, &w->req, work_cb, after_work_cb);

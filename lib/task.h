@@ -56,6 +56,10 @@ typedef struct uvtw__tasks_s {
    * address of that thread's token (uvtw__tls_t).  Set before the wheel is
    * shared, never written again. */
   const char* loop_thread;
+  /* A virtual wheel's clock, for the deadline of a submit (the wheel's
+   * virtual_now_shared); NULL on an ordinary wheel, whose submits count
+   * from uv_hrtime().  Set before the wheel is shared. */
+  const _Atomic uint64_t* virtual_clock;
   UVTW__PAD(pad0_);
 
   /* A producer has sent the wake-up that the async callback has not yet
@@ -137,6 +141,9 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget);
  * the drain loads the queues (the loop's side of the pair in wake_loop,
  * task-record.h). */
 void uvtw__tasks_woken(uvtw_wheel_t* wheel);
+/* Loop thread: non-zero if the tasks should hold the loop now (task.c,
+ * hold_sync). */
+int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel);
 /* Loop thread: a live task ended. */
 static inline void uvtw__tasks_end_live(uvtw__tasks_t* tasks) {
   if (tasks->max_tasks != 0)

@@ -133,7 +133,7 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
   if (wheel->closing)
     return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
-  now = uvtw__loop_now(wheel->loop);
+  now = uvtw__wheel_now(wheel);
   if (timer->link_.next == NULL)
     return start_catching_up(wheel, timer, cb, repeat, now, now);
   timer->cb_ = cb;
@@ -157,7 +157,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   core = &wheel->core;
   if (timeout == 0)
     return start_due(wheel, timer, cb, repeat);
-  now = uvtw__loop_now(wheel->loop);
+  now = uvtw__wheel_now(wheel);
   deadline = uvtw__sat_add(now, timeout);
   if (timer->link_.next != NULL) {
     /* Active, so the wheel is not closing: close makes every timer
@@ -248,7 +248,7 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
     return 0;
   core = &timer->wheel_->core;
   due_ms = uvtw__core_ms_of(core, uvtw__core_tick_of(core, timer->deadline_));
-  now = uvtw__loop_now(timer->wheel_->loop);
+  now = uvtw__wheel_now(timer->wheel_);
   return due_ms > now ? due_ms - now : 0;
 }
 

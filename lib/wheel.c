@@ -26,6 +26,7 @@
  *      then frees the task pool, the producer records and the wheel. */
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "driver.h"
 #include "uvtw-assert.h"
@@ -34,6 +35,7 @@
 void uvtw_options_init(uvtw_options_t* opts) {
   opts->tick_ms = 1;
   opts->max_tasks = 0;
+  opts->virtual_time = 0;
 }
 
 
@@ -55,11 +57,11 @@ static void pass_cb(uv_timer_t* handle) {
   wheel = handle->data;
   uvtw__driver_pass_begin(wheel);
   /* The loop's time is read for each repeating timer (a callback may
-   * update it).  Every timer counts as fired here; a task's fire takes
-   * its count back (uvtw__task_fire). */
+   * update it).  Every timer counts as run here, by its lateness; a task
+   * that does not run after all is taken off again (uvtw__task_fire). */
   while (!wheel->closing &&
-         (timer = uvtw__core_pop_due_at(&wheel->core, &wheel->loop->time))) {
-    wheel->timers_fired++;
+         (timer = uvtw__core_pop_due_at(&wheel->core, wheel->now))) {
+    wheel->late_bits[uvtw__late_slot(uvtw__popped_lateness(wheel))]++;
     timer->cb_(timer);
   }
   uvtw__driver_pass_over(wheel);
@@ -116,13 +118,22 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->closing = UVTW__OPEN;
   wheel->handles_closing = 0;
   wheel->close_cb = NULL;
-  wheel->timers_fired = 0;
+  memset(wheel->late_bits, 0, sizeof(wheel->late_bits));
+  wheel->tasks_dispatched = 0;
+  /* virtual.c: a virtual wheel's clock starts at the loop's. */
+  wheel->virtual_time = opts->virtual_time != 0;
+  wheel->advancing = 0;
+  wheel->virtual_now = uv_now(loop);
+  atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
+  wheel->now = wheel->virtual_time ? &wheel->virtual_now : &loop->time;
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
     free(wheel);
     return err;
   }
+  if (wheel->virtual_time)
+    wheel->tasks.virtual_clock = &wheel->virtual_now_shared;
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */
@@ -218,13 +229,79 @@ static uint64_t timers_active(const uvtw_wheel_t* wheel) {
 }
 
 
+/* Out of line, so that a pass with 1 ms ticks loads nothing for it. */
+uint64_t __attribute__((noinline))
+uvtw__late_by_tick(const uvtw_wheel_t* wheel) {
+  uint64_t deadline;
+  uint64_t now;
+
+  now = uvtw__wheel_now(wheel);
+  deadline = now - wheel->core.popped_late;
+  return now - uvtw__core_ms_of(&wheel->core,
+                                uvtw__core_tick_of(&wheel->core, deadline));
+}
+
+
+/* late_bits into the public buckets (slot i is bucket i, the last bucket
+ * takes every slot from it on); returns their sum. */
+static uint64_t lateness_fold(const uvtw_wheel_t* wheel, uint64_t* lateness) {
+  uint64_t sum;
+  unsigned i;
+
+  sum = 0;
+  for (i = 0; i < UVTW_LATENESS_BUCKETS; i++)
+    sum += lateness[i] = wheel->late_bits[i];
+  for (; i < 64; i++) {
+    lateness[UVTW_LATENESS_BUCKETS - 1] += wheel->late_bits[i];
+    sum += wheel->late_bits[i];
+  }
+  return sum;
+}
+
+
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   uvtw__tasks_stats(wheel, out);
   out->timers_active = timers_active(wheel);
-  /* A task counts as fired when its callback runs, wherever that is. */
-  out->fired = wheel->timers_fired + wheel->tasks.run;
+  /* A task counts as fired when its callback runs, wherever that is;
+   * a timer when its pass pops it (internal.h, late_bits). */
+  out->fired = lateness_fold(wheel, out->lateness) -
+               wheel->tasks_dispatched + wheel->tasks.run;
   out->driver_wakeups = wheel->driver.wakeups;
   out->cascades = wheel->core.cascades;
+}
+
+
+uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats, double q) {
+  uint64_t total;
+  uint64_t rank;
+  uint64_t seen;
+  double r;
+  unsigned i;
+
+  total = 0;
+  for (i = 0; i < UVTW_LATENESS_BUCKETS; i++)
+    total += stats->lateness[i];
+  if (total == 0)
+    return 0;
+  if (!(q > 0)) /* also NaN */
+    q = 0;
+  if (q > 1)
+    q = 1;
+  /* ceil(q * total), in [1, total], without libm. */
+  r = q * (double) total;
+  rank = (uint64_t) r;
+  if ((double) rank < r)
+    rank++;
+  if (rank < 1)
+    rank = 1;
+  if (rank > total)
+    rank = total;
+  for (seen = 0, i = 0; i < UVTW_LATENESS_BUCKETS - 1; i++) {
+    seen += stats->lateness[i];
+    if (seen >= rank)
+      return ((uint64_t) 1 << i) - 1;
+  }
+  return UINT64_MAX;
 }
 
 

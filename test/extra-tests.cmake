@@ -3,7 +3,7 @@
 
 # The libFuzzer target, built with clang when it is present.  The core is
 # pure C with no libuv calls, so it is compiled straight from lib/core.c,
-# lib/core-sort.c and lib/core-check.c.
+# lib/core-sort.c, lib/core-walk.c and lib/core-check.c.
 find_program(UVTW_CLANG NAMES clang clang-14)
 if(UVTW_CLANG AND NOT UVTW_SANITIZE)
   set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz-core)
@@ -16,9 +16,11 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE)
             ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-core.c
             ${PROJECT_SOURCE_DIR}/lib/core.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
+            ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c -o ${fuzz_bin}
     DEPENDS fuzz-core.c core-harness.h ${PROJECT_SOURCE_DIR}/lib/core.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
+            ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c
             ${PROJECT_SOURCE_DIR}/lib/core-inl.h
             ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/list.h

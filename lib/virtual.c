@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* The wheel's clock, and virtual time.
+ *
+ * A wheel made with options.virtual_time keeps a clock of its own
+ * (virtual_now), which starts at uv_now(loop) and moves only in
+ * uvtw_wheel_advance.  Everything else is the ordinary wheel: its timers
+ * read the clock through wheel->now, tasks submitted from any thread count
+ * their delay from virtual_now_shared, the loop takes tasks in through the
+ * async handle.  What differs:
+ *   - the driver is never armed (driver.c, uvtw__driver_update), so its
+ *     timers neither wake the loop nor keep it alive, and no pass is ever
+ *     deferred for the timers phase now running (armed_tick stays
+ *     DISARMED);
+ *   - a filed task no longer holds the loop (task.c, hold_sync);
+ *   - advance runs the passes, here: it moves the clock to each tick at
+ *     which a timer may expire (uvtw__core_next_expiry, never later than
+ *     the earliest expiry; unlike the driver's wake-ups it skips those
+ *     that only move timers, since a pass takes any gap), one after
+ *     another up to the end of the span, and runs a pass at each, as the
+ *     driver's pass_cb does (wheel.c).  A pass at the expiry tick of a
+ *     timer runs it with the clock at its deadline rounded up to the tick,
+ *     so a repeating timer is re-filed for that plus its repeat
+ *     (uvtw__core_pop_due), and work a callback leaves due at that tick
+ *     gets a pass of its own before the clock moves on.  A tick that was
+ *     early (a stale slot minimum) only re-files; each pass takes
+ *     now_tick up to its tick, and next_expiry is beyond now_tick unless
+ *     work is ready, so the loop ends. */
+
+#include "driver.h"
+
+
+uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel) {
+  return uvtw__wheel_now(wheel);
+}
+
+
+static void set_clock(uvtw_wheel_t* wheel, uint64_t ms) {
+  wheel->virtual_now = ms;
+  atomic_store_explicit(&wheel->virtual_now_shared, ms, memory_order_relaxed);
+}
+
+
+/* One pass at the clock's time: what the driver's pass_cb does on an
+ * ordinary wheel, less the driver (wake-ups, defer, re-arm). */
+static void virtual_pass(uvtw_wheel_t* wheel) {
+  uvtw_timer_t* timer;
+  uint64_t now;
+
+  now = wheel->virtual_now; /* cannot move during the pass: EBUSY */
+  uvtw__core_expire(&wheel->core, now);
+  wheel->driver.in_pass = 1;
+  while (!wheel->closing &&
+         (timer = uvtw__core_pop_due(&wheel->core, now))) {
+    /* No lateness in virtual time: every callback is on time.  Counted
+     * as run, as in pass_cb (wheel.c). */
+    wheel->late_bits[0]++;
+    timer->cb_(timer);
+  }
+  wheel->driver.in_pass = 0;
+  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  uvtw__core_validate(&wheel->core);
+}
+
+
+int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
+  uint64_t last_tick;
+  uint64_t target;
+  uint64_t next;
+  uint64_t at;
+
+  if (wheel == NULL || !wheel->virtual_time)
+    return UV_EINVAL;
+  if (wheel->closing)
+    return UV_ECANCELED;
+  if (wheel->advancing)
+    return UV_EBUSY;
+  wheel->advancing = 1;
+  /* Tasks other threads have published are taken in first, a batch as in
+   * the async callback, so that a submit that happened before this call
+   * is filed (and, if due in the span, runs) before time moves.  The
+   * async handle's wake-up is still pending for them (wake_pending is
+   * left alone), and takes in any rest. */
+  uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
+  target = uvtw__sat_add(wheel->virtual_now, ms);
+  /* The last tick the span reaches; one whose first millisecond would be
+   * past UINT64_MAX is never reached (as a saturated deadline is never
+   * reached in real time). */
+  last_tick = target / wheel->core.tick_ms;
+  while (!wheel->closing) {
+    next = uvtw__core_next_expiry(&wheel->core);
+    if (next == UVTW__NO_TICK || next > last_tick)
+      break;
+    /* Ready work (a late task, or a timer a callback started with its
+     * deadline reached) is at or before now_tick: it runs now, the clock
+     * does not go back. */
+    at = uvtw__core_ms_of(&wheel->core, next);
+    if (at > wheel->virtual_now)
+      set_clock(wheel, at);
+    virtual_pass(wheel);
+  }
+  /* A callback that closed the wheel ends the span there. */
+  if (!wheel->closing)
+    set_clock(wheel, target);
+  wheel->advancing = 0;
+  return 0;
+}

@@ -154,8 +154,24 @@ static inline size_t uvtw__late_slot(uint64_t late) {
 }
 
 
-/* uvtw__popped_lateness with a tick above 1 ms (wheel.c). */
-uint64_t uvtw__late_by_tick(const uvtw_wheel_t* wheel);
+/* uvtw__popped_lateness with a tick above 1 ms.  Out of line, so that a
+ * pass with 1 ms ticks loads nothing for it; a copy in each file that
+ * counts lateness, so that the compiler sees which registers it uses. */
+static __attribute__((noinline, unused)) uint64_t uvtw__late_by_tick(
+    const uvtw_wheel_t* wheel) {
+  uint64_t deadline;
+  uint64_t now;
+
+  now = uvtw__wheel_now(wheel);
+  deadline = now - wheel->core.popped_late;
+  return now - uvtw__core_ms_of(&wheel->core,
+                                uvtw__core_tick_of(&wheel->core, deadline));
+}
+
+/* late_bits into the public buckets `lateness` (slot i is bucket i, the
+ * last bucket takes every slot from it on); returns their sum.  Loop
+ * thread (lateness.c). */
+uint64_t uvtw__lateness_fold(const uvtw_wheel_t* wheel, uint64_t* lateness);
 
 
 /* The lateness of the callback of the timer the pass popped last, before

@@ -229,79 +229,15 @@ static uint64_t timers_active(const uvtw_wheel_t* wheel) {
 }
 
 
-/* Out of line, so that a pass with 1 ms ticks loads nothing for it. */
-uint64_t __attribute__((noinline))
-uvtw__late_by_tick(const uvtw_wheel_t* wheel) {
-  uint64_t deadline;
-  uint64_t now;
-
-  now = uvtw__wheel_now(wheel);
-  deadline = now - wheel->core.popped_late;
-  return now - uvtw__core_ms_of(&wheel->core,
-                                uvtw__core_tick_of(&wheel->core, deadline));
-}
-
-
-/* late_bits into the public buckets (slot i is bucket i, the last bucket
- * takes every slot from it on); returns their sum. */
-static uint64_t lateness_fold(const uvtw_wheel_t* wheel, uint64_t* lateness) {
-  uint64_t sum;
-  unsigned i;
-
-  sum = 0;
-  for (i = 0; i < UVTW_LATENESS_BUCKETS; i++)
-    sum += lateness[i] = wheel->late_bits[i];
-  for (; i < 64; i++) {
-    lateness[UVTW_LATENESS_BUCKETS - 1] += wheel->late_bits[i];
-    sum += wheel->late_bits[i];
-  }
-  return sum;
-}
-
-
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   uvtw__tasks_stats(wheel, out);
   out->timers_active = timers_active(wheel);
   /* A task counts as fired when its callback runs, wherever that is;
    * a timer when its pass pops it (internal.h, late_bits). */
-  out->fired = lateness_fold(wheel, out->lateness) -
+  out->fired = uvtw__lateness_fold(wheel, out->lateness) -
                wheel->tasks_dispatched + wheel->tasks.run;
   out->driver_wakeups = wheel->driver.wakeups;
   out->cascades = wheel->core.cascades;
-}
-
-
-uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats, double q) {
-  uint64_t total;
-  uint64_t rank;
-  uint64_t seen;
-  double r;
-  unsigned i;
-
-  total = 0;
-  for (i = 0; i < UVTW_LATENESS_BUCKETS; i++)
-    total += stats->lateness[i];
-  if (total == 0)
-    return 0;
-  if (!(q > 0)) /* also NaN */
-    q = 0;
-  if (q > 1)
-    q = 1;
-  /* ceil(q * total), in [1, total], without libm. */
-  r = q * (double) total;
-  rank = (uint64_t) r;
-  if ((double) rank < r)
-    rank++;
-  if (rank < 1)
-    rank = 1;
-  if (rank > total)
-    rank = total;
-  for (seen = 0, i = 0; i < UVTW_LATENESS_BUCKETS - 1; i++) {
-    seen += stats->lateness[i];
-    if (seen >= rank)
-      return ((uint64_t) 1 << i) - 1;
-  }
-  return UINT64_MAX;
 }
 
 

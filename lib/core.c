@@ -597,6 +597,23 @@ static void cascade(uvtw__core_t* core,
 
 /* The pre-cascade step of a pass that advanced by `elapsed` ticks: moves
  * each upper level's next block down by its share (see the top). */
+uint64_t uvtw__mul_div_ceil(uint32_t a, uint64_t b, uint64_t d) {
+  uint64_t hi;
+  uint64_t q;
+  uint64_t r;
+
+  UVTW__ASSERT(b < d && d <= (uint64_t) 1 << 47);
+  /* a * b can take 66 bits, and there is no 128-bit integer on 32-bit
+   * targets (nor in MSVC): with a = ah * 2^16 + al, a * b / d is
+   * (ah * b / d) * 2^16 plus the rest, ((ah * b % d) * 2^16 + al * b) / d,
+   * and d <= 2^47 keeps every term below 2^64. */
+  hi = (uint64_t) (a >> 16) * b;
+  q = hi / d;
+  r = hi % d;
+  return (q << 16) + ((r << 16) + (uint64_t) (a & 0xffff) * b + d - 1) / d;
+}
+
+
 static void precascade(uvtw__core_t* core, uint64_t elapsed) {
   struct uvtw__link* head;
   uvtw_timer_t* t;
@@ -623,17 +640,15 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     left = ((block_of(core->now_tick, level) + 1) << uvtw__level_shift(level)) -
            core->now_tick;
     /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
-     * 2^34 here and count < 2^32, so 128 bits cannot overflow, and 64 do
-     * not while elapsed < 2^32. */
+     * 2^34 here and count < 2^32, so 64 bits do not overflow while
+     * elapsed < 2^32, and uvtw__mul_div_ceil's domain holds beyond. */
     if (elapsed >= left)
       quota = *count;
     else if (elapsed <= UINT32_MAX) /* the common case: 64 bits suffice */
       quota = ((uint64_t) *count * elapsed + left + elapsed - 1) /
               (left + elapsed);
     else
-      quota = (uint64_t) (((unsigned __int128) *count * elapsed + left +
-                           elapsed - 1) /
-                          (left + elapsed));
+      quota = uvtw__mul_div_ceil(*count, elapsed, left + elapsed);
     head = &core->slots[s];
     for (; quota > 0 && !uvtw__list_empty(head); quota--) {
       t = uvtw__timer_of(head->next);

@@ -128,6 +128,10 @@ typedef struct uvtw__core_s {
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms);
 
+/* a * b / d rounded up, for b < d <= 2^47 (so the result is <= a), in
+ * 64-bit arithmetic.  The pre-cascade's quota; exposed for its test. */
+uint64_t uvtw__mul_div_ceil(uint32_t a, uint64_t b, uint64_t d);
+
 /* The earliest tick at which the wheel has work (a due timer, a slot to
  * collect, or a pre-cascade step), UVTW__NO_TICK if it is empty.
  * <= now_tick when work is ready.  Never later than the true minimum

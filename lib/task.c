@@ -330,16 +330,31 @@ static inline void own_add(_Atomic uint64_t* counter,
 
 /* ---- producer records --------------------------------------------------- */
 
-/* Zeroed memory on its own cache lines, or NULL.  posix_memalign rather
- * than C11's aligned_alloc, which glibc has only from 2.16: the Debian
- * package promises libc6 >= 2.3 (cmake/Package.cmake). */
+/* Zeroed memory on its own cache lines, or NULL; line_free() frees it.
+ * posix_memalign rather than C11's aligned_alloc, which glibc has only from
+ * 2.16: the Debian package promises libc6 >= 2.3 (cmake/Package.cmake).
+ * Windows has neither, and its _aligned_malloc needs _aligned_free. */
 static void* line_alloc(size_t size) {
   void* p;
 
+#ifdef _WIN32
+  if ((p = _aligned_malloc(size, 64)) == NULL)
+    return NULL;
+#else
   if (posix_memalign(&p, 64, size) != 0)
     return NULL;
+#endif
   memset(p, 0, size);
   return p;
+}
+
+
+static void line_free(void* p) {
+#ifdef _WIN32
+  _aligned_free(p);
+#else
+  free(p);
+#endif
 }
 
 
@@ -375,7 +390,7 @@ static uvtw__producer_t* record_new(uvtw_wheel_t* wheel) {
     return NULL;
   rec->wblock = block_new(rec);
   if (rec->wblock == NULL) {
-    free(rec);
+    line_free(rec);
     return NULL;
   }
   rec->rblock = rec->wblock;
@@ -1187,7 +1202,7 @@ static void block_return(uvtw__producer_t* rec, uvtw__block_t* b) {
   if (handed - atomic_load_explicit(&rec->taken_back, memory_order_relaxed) >=
       SPARE_BLOCKS) {
     atomic_fetch_sub_explicit(&rec->nblocks, 1, memory_order_relaxed);
-    free(b);
+    line_free(b);
     return;
   }
   atomic_store_explicit(&rec->handed_back, handed + 1, memory_order_relaxed);
@@ -1664,7 +1679,7 @@ static void free_chain(uvtw__block_t* b) {
 
   for (; b != NULL; b = next) {
     next = atomic_load_explicit(&b->next, memory_order_relaxed);
-    free(b);
+    line_free(b);
   }
 }
 
@@ -1688,7 +1703,7 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
     free_chain(b);
     free_chain(atomic_load_explicit(&rec->returned, memory_order_relaxed));
     free_chain(rec->spare);
-    free(rec);
+    line_free(rec);
   }
   uvtw__pool_destroy(&wheel->tasks.pool);
 }

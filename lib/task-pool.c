@@ -26,7 +26,6 @@
  * indices.  The counters live as long as the process, 8 bytes per index
  * that any wheel has ever had, in chunks laid out like a pool's. */
 
-#include <pthread.h>
 #include <stdlib.h>
 
 #include "task.h"
@@ -36,9 +35,18 @@
 #define GEN_FIRST 64
 #define GEN_BLOCK 65536
 
-static pthread_mutex_t gen_lock = PTHREAD_MUTEX_INITIALIZER;
+/* libuv's mutex, not pthread's: the library needs no threads library of
+ * its own on any platform.  It has no static initializer, hence the once. */
+static uv_once_t gen_lock_once = UV_ONCE_INIT;
+static uv_mutex_t gen_lock;
 /* Chunk c: the counters of indices CHUNK0 * (2^c - 1) onwards. */
 static _Atomic uint64_t* _Atomic gen_chunks[UVTW__CHUNKS];
+
+
+static void gen_lock_init(void) {
+  if (uv_mutex_init(&gen_lock) != 0)
+    abort(); /* as libuv's own lock and unlock do on failure */
+}
 
 
 /* Makes sure the counters of chunk c exist (under the pool's grow_lock). */
@@ -47,7 +55,8 @@ static int gen_chunk_ensure(unsigned c) {
   int err;
 
   err = 0;
-  pthread_mutex_lock(&gen_lock);
+  uv_once(&gen_lock_once, gen_lock_init);
+  uv_mutex_lock(&gen_lock);
   if (atomic_load_explicit(&gen_chunks[c], memory_order_relaxed) == NULL) {
     chunk = calloc((size_t) UVTW__CHUNK0 << c, sizeof(*chunk));
     if (chunk == NULL)
@@ -55,7 +64,7 @@ static int gen_chunk_ensure(unsigned c) {
     else
       atomic_store_explicit(&gen_chunks[c], chunk, memory_order_release);
   }
-  pthread_mutex_unlock(&gen_lock);
+  uv_mutex_unlock(&gen_lock);
   return err;
 }
 

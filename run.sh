@@ -10,16 +10,33 @@
 #                   the install, package and subproject tests (release
 #                   build only) and a quick benchmark smoke run, all on the
 #                   system libuv; then, if ../shared/libuv/ holds libuv
-#                   release tarballs, the library's tests on each of them
+#                   release tarballs, the library's tests on each of them;
+#                   a clang release build with all its tests; and the
+#                   library's tests and the README's examples on the other
+#                   targets: i686 (native), aarch64 and armv7 (qemu-user),
+#                   Windows x86-64 with MinGW-w64 (wine)
 #
-# Build trees go to ./build, ./build-asan and ./build-tsan; the other libuv
-# releases and the trees built against them to ./build/libuv-<version>/.
+# Build trees go to ./build, ./build-asan, ./build-tsan and ./build-clang;
+# the other libuv releases and the trees built against them to
+# ./build/libuv-<version>/; the other targets' to ./build-cross/<target>/.
 # JOBS sets the parallelism (default: the number of cores).
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=${JOBS:-$(nproc)}
 
 say() { printf '\n=== %s\n' "$*"; }
+
+# A stage of the test run: stage NAME ends the one before, with its time.
+stage_name=
+stage_start=
+stage() {
+  if [ -n "$stage_name" ]; then
+    printf '=== %s: %ds\n' "$stage_name" $((SECONDS - stage_start))
+  fi
+  stage_name=$*
+  stage_start=$SECONDS
+  [ $# -eq 0 ] || say "$*"
+}
 
 # Debian 12 packages the build and the tests use.
 need_packages() {
@@ -39,6 +56,16 @@ need_packages() {
     command -v file >/dev/null || missing+=(file)
     command -v readelf >/dev/null || missing+=(binutils)
     command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
+    # The other targets (cross_tests): compilers with their C libraries,
+    # qemu-user (run per program: nothing registered with binfmt_misc) and
+    # wine for 64-bit Windows programs.
+    local pkg
+    for pkg in gcc-i686-linux-gnu libc6-dev-i386-cross \
+               gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
+               gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user \
+               gcc-mingw-w64-x86-64 wine wine64; do
+      dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
   fi
   if [ ${#missing[@]} -ne 0 ]; then
     say "installing: ${missing[*]}"
@@ -46,7 +73,10 @@ need_packages() {
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
-    $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    # No recommends: qemu-user's would register binfmt_misc handlers,
+    # wine's pull in desktop packages.
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+          >/dev/null
   fi
 }
 
@@ -57,11 +87,37 @@ build() { # DIR [cmake args...]
   cmake --build "$dir" -j "$JOBS"
 }
 
+# Runs the tests, then says how many passed and on which libuv, as
+# test-libuv-version printed it (through the tree's emulator, if any).
 run_tests() { # DIR [ctest args...]
-  local dir=$1
+  local dir=$1 count libuv
   shift
-  "$dir/test/test-libuv-version" # prints the libuv the tests load
-  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure --timeout 600 "$@"
+  ctest --test-dir "$dir" -j "$JOBS" --output-on-failure --timeout 600 "$@" |
+    tee "$dir/ctest.out"
+  count=$(sed -n 's/.*tests failed out of \([0-9]*\)$/\1/p' "$dir/ctest.out")
+  libuv=$(grep -a -m1 -o 'libuv [^ ]* at run time' \
+               "$dir/Testing/Temporary/LastTest.log" || echo 'libuv ?')
+  printf '=== %s: %s tests passed, %s\n' "$dir" "$count" "$libuv"
+}
+
+# Builds a libuv release tarball once, without its own tests, into
+# ROOT/prefix (rebuilt only if the tarball changes).
+libuv_from_tarball() { # TARBALL ROOT [cmake args...]
+  local tarball=$1 root=$2 prefix sum
+  shift 2
+  prefix=$PWD/$root/prefix
+  sum=$(sha256sum <"$tarball")
+  if [ "$(cat "$prefix/.tarball" 2>/dev/null)" != "$sum" ]; then
+    rm -rf "$root/src" "$root/obj" "$prefix"
+    mkdir -p "$root/src"
+    tar -xzf "$tarball" -C "$root/src" --strip-components=1
+    cmake -S "$root/src" -B "$root/obj" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+          -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF \
+          -DCMAKE_INSTALL_PREFIX="$prefix" "$@" >/dev/null
+    cmake --build "$root/obj" -j "$JOBS" >/dev/null
+    cmake --install "$root/obj" >/dev/null
+    echo "$sum" >"$prefix/.tarball"
+  fi
 }
 
 # The libuv releases in ../shared/libuv/ (libuv-<version>.tar.gz, optional:
@@ -75,8 +131,9 @@ run_tests() { # DIR [ctest args...]
 # not coverage of what differs between libuv releases.
 other_libuvs() {
   local shared=../shared/libuv
-  local tarball version root prefix sum
+  local tarball version root
   if ! compgen -G "$shared/libuv-*.tar.gz" >/dev/null; then
+    stage
     say "other libuv releases: skipped (no $shared/libuv-*.tar.gz)"
     return
   fi
@@ -84,24 +141,65 @@ other_libuvs() {
     version=$(basename "$tarball" .tar.gz)
     version=${version#libuv-}
     root=build/libuv-$version
-    prefix=$PWD/$root/prefix
-    sum=$(sha256sum <"$tarball")
-    say "libuv $version: the library's tests"
-    if [ "$(cat "$prefix/.tarball" 2>/dev/null)" != "$sum" ]; then
-      rm -rf "$root/src" "$root/obj" "$prefix"
-      mkdir -p "$root/src"
-      tar -xzf "$tarball" -C "$root/src" --strip-components=1
-      cmake -S "$root/src" -B "$root/obj" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-            -DLIBUV_BUILD_TESTS=OFF -DLIBUV_BUILD_BENCH=OFF \
-            -DCMAKE_INSTALL_PREFIX="$prefix" >/dev/null
-      cmake --build "$root/obj" -j "$JOBS" >/dev/null
-      cmake --install "$root/obj" >/dev/null
-      echo "$sum" >"$prefix/.tarball"
-    fi
-    build "$root/uvtw" -DCMAKE_PREFIX_PATH="$prefix" -DUVTW_BUILD_BENCH=OFF \
-          -DUVTW_BUILD_EXAMPLES=OFF
+    stage "libuv $version: the library's tests"
+    libuv_from_tarball "$tarball" "$root"
+    build "$root/uvtw" -DCMAKE_PREFIX_PATH="$PWD/$root/prefix" \
+          -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
     run_tests "$root/uvtw" -R '^(test|readme)-'
   done
+}
+
+# The library's tests and the README's examples on another target, cross-
+# compiled with cmake/toolchains/TARGET.cmake, whose emulator runs every
+# program (the loader of the cross C library for i686, qemu-user for Arm,
+# wine for Windows).  libuv is the newest release in ../shared/libuv/,
+# cross-built into the tree.  Without one, the Linux targets take Debian's
+# multiarch libuv1-dev:ARCH, which adds ARCH to dpkg's architectures (a
+# change to the system, said as it is made); Windows, which Debian has no
+# libuv for, is skipped.
+cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests]
+  local target=$1 arch=$2 shared=../shared/libuv
+  local tarball root prefix version libdir sudo=
+  local toolchain=$PWD/cmake/toolchains/$target.cmake
+  shift 2
+  root=build-cross/$target
+  stage "$target: the library's tests"
+  tarball=$(compgen -G "$shared/libuv-*.tar.gz" | sort -V | tail -n 1 || true)
+  if [ -n "$tarball" ]; then
+    version=$(basename "$tarball" .tar.gz)
+    prefix=$PWD/$root/$version/prefix
+    libuv_from_tarball "$tarball" "$root/$version" \
+                       -DCMAKE_TOOLCHAIN_FILE="$toolchain"
+    build "$root/uvtw" -DCMAKE_PREFIX_PATH="$prefix" \
+          -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+          -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
+  elif [ -z "$arch" ]; then
+    say "$target: skipped (no $shared/libuv-*.tar.gz; Debian has no" \
+        "libuv for it)"
+    return
+  else
+    say "$target: no $shared/libuv-*.tar.gz; installing Debian's" \
+        "libuv1-dev:$arch (dpkg --add-architecture $arch)"
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    if ! dpkg -s "libuv1-dev:$arch" >/dev/null 2>&1; then
+      $sudo dpkg --add-architecture "$arch"
+      $sudo apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive \
+        $sudo apt-get install -y -qq --no-install-recommends \
+        "libuv1-dev:$arch" >/dev/null
+    fi
+    # The cross compiler links with /usr/lib/TRIPLET, where the loader on
+    # the target side would not look: the rpath says where.
+    libdir=/usr/lib/$(dpkg-architecture -A "$arch" -q DEB_HOST_MULTIARCH)
+    PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
+      build "$root/uvtw" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+            -DCMAKE_BUILD_RPATH="$libdir" \
+            -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
+  fi
+  (
+    [ $# -eq 0 ] || export "$@"
+    run_tests "$root/uvtw" -R '^(test|readme)-'
+  )
 }
 
 case "${1:-}" in
@@ -115,10 +213,10 @@ demo)
 test)
   need_packages test
   ulimit -n 4096 2>/dev/null || true
-  say "release build"
+  stage "release build"
   build build
   run_tests build
-  say "quick benchmark (smoke run; asserts nothing about speed)"
+  stage "quick benchmark (smoke run; asserts nothing about speed)"
   if ! build/bench/uvtw-bench --quick >build/bench-quick.out \
        2>build/bench-quick.log; then
     tail -n 40 build/bench-quick.log
@@ -126,18 +224,28 @@ test)
   fi
   cat build/bench-quick.out
   other_libuvs
-  say "ASan + UBSan build"
+  stage "ASan + UBSan build"
   build build-asan -DUVTW_SANITIZE=address,undefined -DUVTW_BUILD_BENCH=OFF \
         -DUVTW_CHECK_INVARIANTS=ON
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 run_tests build-asan
-  say "TSan build"
+  stage "TSan build"
   build build-tsan -DUVTW_SANITIZE=thread -DUVTW_BUILD_BENCH=OFF
   # The core model is single-threaded: TSan has nothing to find in it, so
   # it runs the short model (as under valgrind) and leaves the CI's time to
   # the threaded tests.
   UVTW_MODEL_STEPS=2000 \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan
+  stage "clang release build"
+  build build-clang -DCMAKE_C_COMPILER=clang
+  run_tests build-clang
+  cross_tests i686-linux-gnu i386
+  cross_tests aarch64-linux-gnu arm64
+  # The core model runs some minutes under qemu's armv7: the short model,
+  # as under TSan and valgrind.
+  cross_tests arm-linux-gnueabihf armhf UVTW_MODEL_STEPS=2000
+  cross_tests x86_64-w64-mingw32 ''
+  stage
   say "all tests passed"
   ;;
 *)

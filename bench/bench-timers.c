@@ -560,7 +560,6 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
   tctx_t* c;
   tset_t* t;
   uint64_t before;
-  uint64_t total_ns;
   uint64_t t0;
   uint64_t it;
   uint64_t now;
@@ -614,9 +613,6 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
     r = -1;
   }
   tset_stop_all(t, side, c->n);
-  total_ns = 0;
-  for (k = 0; k < it; k++)
-    total_ns += c->iter_ns[k];
   iterations = it;
   /* What firing costs: the empty loop step (the median step that fires
    * nothing) plus a mean cost per fired timer over the steps that fire. */
@@ -676,13 +672,13 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
 /*            1 ms per loop step (fake poll): one expiry per pass.          */
 /* ns per call, frozen clock.                                                */
 
-static int __attribute__((noipa))
+static int BENCH_NOIPA
 calls_start(tctx_t* c, int side) {
   return tset_start(c->t, side, 0, c->n, c->to0);
 }
 
 
-static int __attribute__((noipa))
+static int BENCH_NOIPA
 calls_later(tctx_t* c, int side) {
   tset_t* t;
   size_t i;
@@ -701,18 +697,18 @@ calls_later(tctx_t* c, int side) {
 }
 
 
-static int __attribute__((noipa))
+static int BENCH_NOIPA
 calls_earlier(tctx_t* c, int side) {
   return tset_start(c->t, side, 0, c->n, c->to0);
 }
 
 
-static void __attribute__((noipa)) calls_stop(tctx_t* c, int side) {
+static void BENCH_NOIPA calls_stop(tctx_t* c, int side) {
   tset_stop_all(c->t, side, c->n);
 }
 
 
-static void __attribute__((noipa)) calls_pass(tctx_t* c) {
+static void BENCH_NOIPA calls_pass(tctx_t* c) {
   size_t i;
 
   for (i = 0; i < c->n; i++) {

@@ -77,6 +77,15 @@ int bench_runs(const bench_cfg_t* cfg, int dflt);
 void bench_fail_soft(void);
 int bench_soft_failures(void);
 
+/* A function the compiler neither inlines nor specializes, so that a
+ * profile shows it: GCC's noipa; clang has no such attribute, and noinline
+ * is the nearest. */
+#ifdef __clang__
+# define BENCH_NOIPA __attribute__((noinline))
+#else
+# define BENCH_NOIPA __attribute__((noipa))
+#endif
+
 /* Logging to stderr. */
 void bench_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

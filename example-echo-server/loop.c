@@ -5,7 +5,11 @@
  *
  * Listening.  Every loop opens its own socket with SO_REUSEPORT on the same
  * address, so the kernel spreads new connections over the loops (by a hash
- * of the addresses) and no loop hands connections to another.  The loop
+ * of the addresses) and no loop hands connections to another.  That, and
+ * accept4(), are Linux's: elsewhere (or built with ECHO_POSIX_ONLY, to test
+ * it) the server says so when it starts, the loops share one listening
+ * socket (each polls its own dup() of it, and takes whichever connection
+ * it wins), and accept() is followed by fcntl(), as libuv does there.  The loop
  * accepts by hand, from a uv_poll_t on that socket, instead of with
  * uv_listen: libuv answers EMFILE by accepting and closing the waiting
  * connections itself, without telling the program (it calls the
@@ -34,11 +38,16 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#if defined(__linux__) && !defined(ECHO_POSIX_ONLY)
+# define ECHO_LINUX 1
+#endif
 
 /* How long a loop stops accepting after an accept error such as EMFILE. */
 #define ACCEPT_BACKOFF_MS 100
@@ -51,6 +60,37 @@ static void loop_stop(loop_t* lp);
 
 /* ---------------------------------------------------------------------- */
 /* Accepting.                                                               */
+
+/* Marks fd non-blocking and close-on-exec, as accept4 and socket do on
+ * Linux with SOCK_NONBLOCK | SOCK_CLOEXEC.  Returns fd, or -1 (errno set,
+ * fd closed). */
+#ifndef ECHO_LINUX
+static int nonblock_cloexec(int fd) {
+  int flags;
+
+  if (fd < 0)
+    return fd;
+  if ((flags = fcntl(fd, F_GETFL)) == -1 ||
+      fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1 ||
+      fcntl(fd, F_SETFD, FD_CLOEXEC) == -1) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+#endif
+
+
+static int accept_nonblock(int listen_fd) {
+#ifdef ECHO_LINUX
+  return accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+  return nonblock_cloexec(accept(listen_fd, NULL, NULL));
+#endif
+}
+
 
 static void on_listen_readable(uv_poll_t* handle, int status, int events);
 
@@ -76,7 +116,7 @@ static void on_listen_readable(uv_poll_t* handle, int status, int events) {
     return;
   }
   for (i = 0; i < ACCEPT_BATCH && lp->phase == LOOP_RUN; i++) {
-    fd = accept4(lp->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    fd = accept_nonblock(lp->listen_fd);
     if (fd >= 0) {
       conn_accepted(lp, fd);
       continue;
@@ -109,7 +149,11 @@ static int listen_socket(int port, int* fd_out) {
     logf_("--host %s is not an IPv4 or IPv6 address", opt.host);
     return UV_EINVAL;
   }
+#ifdef ECHO_LINUX
   fd = socket(addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+#else
+  fd = nonblock_cloexec(socket(addr.ss_family, SOCK_STREAM, 0));
+#endif
   if (fd < 0)
     return -errno;
   /* A deep accept queue: when it overflows during a burst of connects,
@@ -118,7 +162,9 @@ static int listen_socket(int port, int* fd_out) {
    * timing its silence from connect() sees as a late PING or BYE.  The
    * kernel caps this at net.core.somaxconn (4096 on Debian 12). */
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+#ifdef ECHO_LINUX
       setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0 ||
+#endif
       bind(fd, (struct sockaddr*) &addr,
            addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                       : sizeof(struct sockaddr_in)) != 0 ||
@@ -317,7 +363,18 @@ static int loop_create(unsigned index) {
           uv_strerror(err));
     return err;
   }
+#ifdef ECHO_LINUX
   err = listen_socket(index == 0 ? opt.port : srv.port, &lp->listen_fd);
+#else
+  if (index == 0) {
+    logf_("accept4 and SO_REUSEPORT are Linux-only: the loops share one "
+          "listening socket, and accept with accept()");
+    err = listen_socket(opt.port, &lp->listen_fd);
+  } else {
+    lp->listen_fd = nonblock_cloexec(dup(srv.loops[0]->listen_fd));
+    err = lp->listen_fd < 0 ? -errno : 0;
+  }
+#endif
   if (err != 0) {
     logf_("cannot listen on %s:%d: %s", opt.host,
           index == 0 ? opt.port : srv.port, uv_strerror(err));

@@ -28,11 +28,12 @@
  * uv_timer_t's iteration and order on each release.  What differs between
  * releases is said at uvtw_timer_start and in README.md, "libuv versions".
  *
- * Platforms: tested on Linux x86-64 (Debian 12) with GCC 12 and clang 14.
- * The library is C11 with GNU extensions and uses GCC builtins, so it needs
- * GCC or clang; other unixes with either are likely to work but untested.
- * Windows is not supported (there is no DLL export/import and no MSVC
- * build); CMake stops with an error there.
+ * Platforms: tested on Linux (x86-64 with GCC 12 and clang 14; i686,
+ * aarch64 and armv7 with GCC 12) and on Windows x86-64 with MinGW-w64
+ * (GCC 12, under wine); see "Platforms" in README.md.  The library is C11
+ * with GNU extensions and uses GCC builtins, so it needs GCC or clang;
+ * other unixes with either are likely to work but untested, and MSVC is
+ * not supported.
  */
 
 #ifndef UVTW_H
@@ -48,8 +49,16 @@ extern "C" {
 #endif
 
 /* Marks the public functions: the library builds with hidden visibility, so
- * these are the only names libuvtw.so exports. */
-#if defined(__GNUC__)
+ * these are the only names libuvtw.so exports.  On Windows, as in libuv's
+ * uv.h: the DLL is built with UVTW_BUILDING_SHARED and exports them, a
+ * program that links the DLL defines UVTW_USING_SHARED and imports them
+ * (CMake's uvtw::uvtw target defines it), and the static library needs
+ * neither. */
+#if defined(_WIN32) && defined(UVTW_BUILDING_SHARED)
+# define UVTW_EXTERN __declspec(dllexport)
+#elif defined(_WIN32) && defined(UVTW_USING_SHARED)
+# define UVTW_EXTERN __declspec(dllimport)
+#elif defined(__GNUC__)
 # define UVTW_EXTERN __attribute__((visibility("default")))
 #else
 # define UVTW_EXTERN /* nothing */

@@ -136,6 +136,11 @@ static void unref(void) {
 
   ub_fired = 0;
   ub_unref = 1;
+  /* ua must come due inside uv_run's loop, not in the timers run before
+   * it (libuv >= 1.48, UV_RUN_DEFAULT), which it would if it were already
+   * due on entry, as a loop time left stale by the last uv_run can make
+   * it on a loaded machine; then ub would run in the same uv_run. */
+  uv_update_time(&loop);
   ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 5, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ub_active = uv_is_active((uv_handle_t*) &ub);

@@ -181,7 +181,7 @@ int main(void) {
   int k;
 
   /* One threadpool thread, so that a task can be held QUEUED. */
-  setenv("UV_THREADPOOL_SIZE", "1", 1);
+  test_setenv("UV_THREADPOOL_SIZE", "1");
   ASSERT_UV_OK(uv_loop_init(&loops[0]));
   ASSERT_UV_OK(uv_loop_init(&loops[1]));
   ASSERT_UV_OK(uv_idle_init(&loops[0], &idles[0]));

@@ -1088,6 +1088,6 @@ static const test_case_t cases[] = {
 int main(int argc, char** argv) {
   /* pool_queued needs a pool of exactly 4 threads; set it before the first
    * uv_queue_work. */
-  setenv("UV_THREADPOOL_SIZE", "4", 1);
+  test_setenv("UV_THREADPOOL_SIZE", "4");
   return run_cases(argc, argv, cases, TEST_CASE_COUNT(cases));
 }

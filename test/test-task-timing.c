@@ -437,7 +437,7 @@ static void idle_thread(void* arg) {
 
 static void idle_loop(void) {
   uv_thread_t tid;
-  task_t far;
+  task_t sleeper;
   uint64_t late;
   uint64_t max_late;
   rec_t* r;
@@ -450,9 +450,9 @@ static void idle_loop(void) {
   atomic_store(&many_submitted, 0);
   atomic_store(&many_bad_thread, 0);
   setup(0);
-  task_init(&far);
-  submit(&far, 3600 * 1000, 0, 0); /* keeps the loop alive, asleep */
-  run_for(5);                      /* once drained */
+  task_init(&sleeper);
+  submit(&sleeper, 3600 * 1000, 0, 0); /* keeps the loop alive, asleep */
+  run_for(5);                          /* once drained */
   ASSERT_UEQ(1, uvtw_wheel_pending(wheel));
   ASSERT_UV_OK(uv_thread_create(&tid, idle_thread, NULL));
   /* No polling timer: nothing but the wheel wakes the loop. */
@@ -472,7 +472,7 @@ static void idle_loop(void) {
   }
   printf("idle_loop: %d tasks, late by %" PRIu64 " ms at most\n", nrecs,
          max_late);
-  ASSERT_EQ(0, cancel(&far));
+  ASSERT_EQ(0, cancel(&sleeper));
   teardown();
   free(recs);
 }

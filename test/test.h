@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <uv.h>
+
 #define ASSERT_OP(a, op, b, type, fmt)                                        \
   do {                                                                        \
     type assert_a_ = (type) (a);                                              \
@@ -61,6 +63,21 @@ static inline uint64_t test_splitmix64(uint64_t* s) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+
+/* Sets an environment variable for libuv to read (UV_THREADPOOL_SIZE)
+ * with getenv().  uv_os_setenv is setenv() on unix; on Windows it changes
+ * only the process's environment block, not the C runtime's copy that
+ * getenv() reads, which _putenv_s changes as well. */
+static inline void test_setenv(const char* name, const char* value) {
+#ifdef _WIN32
+  if (_putenv_s(name, value) != 0)
+    abort();
+#else
+  if (uv_os_setenv(name, value) != 0)
+    abort();
+#endif
 }
 
 

@@ -138,4 +138,13 @@ static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
   }
 }
 
+/* A timer left a slot by the timer API (a stop, or a re-file): if that
+ * was the crowded slot the driver is armed for, it may hold few enough
+ * timers to tighten now, and a lazy re-arm at the armed tick must not
+ * leave the wake-up early.  The flag is forgotten; the next re-arm of the
+ * driver (tighten) sets it again if it still holds. */
+static inline void uvtw__driver_slot_left(uvtw_wheel_t* wheel) {
+  wheel->driver.armed_crowded = 0;
+}
+
 #endif /* UVTW_DRIVER_H */

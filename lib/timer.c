@@ -107,11 +107,7 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
   waited_for = uvtw__driver_waits_for(
       wheel, uvtw__core_tick_of(core, timer->deadline_));
   e = uvtw__core_start(core, timer, deadline);
-  /* A timer left its slot: if that was the crowded one the driver is armed
-   * for, it may hold few enough timers to tighten now, and a lazy re-arm
-   * at the armed tick must not leave the wake-up early.  Forget the flag;
-   * the next re-arm of the driver (tighten) sets it again if it holds. */
-  wheel->driver.armed_crowded = 0;
+  uvtw__driver_slot_left(wheel); /* it left its slot */
   /* The timer was active and stays so: active_ref, hence the driver's ref
    * state, is unchanged. */
   if (waited_for)
@@ -210,8 +206,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   wheel = timer->wheel_;
   awaited = uvtw__driver_may_wait_for(wheel, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
-  /* The slot it left may no longer be crowded (see restart_filed). */
-  wheel->driver.armed_crowded = 0;
+  uvtw__driver_slot_left(wheel);
   /* A stop can only lower active_ref: the driver's ref state changes only
    * if it reached 0. */
   if (awaited || (wheel->core.active_ref == 0 && wheel->driver.ref))

@@ -6,6 +6,7 @@
 #include <assert.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* clang-format off */
 #define container_of(ptr, type, member)                                       \
@@ -133,17 +134,32 @@ static void tw_close(xbackend_t* b) {
 /* ---------------------------------------------------------------------- */
 /* Plain libuv.                                                             */
 
-static void uv_timer_fire(uv_timer_t* handle) {
-  xtimer_t* t = container_of(handle, xtimer_t, u.uv);
+/* The bucket of uvtw_stats_t.lateness for a callback `late` ms late: 0
+ * on time, then one bucket per bit length, the last one open-ended. */
+static unsigned late_bucket(uint64_t late) {
+  unsigned bits = late == 0 ? 0 : 64 - (unsigned) __builtin_clzll(late);
 
-  t->backend->timers_active--;
-  t->backend->fired++;
+  return bits < UVTW_LATENESS_BUCKETS ? bits : UVTW_LATENESS_BUCKETS - 1;
+}
+
+
+/* Lateness as the wheel measures it: the loop's clock when the callback
+ * starts, minus the deadline.  libuv never runs a timer before its due
+ * time by that clock, but the check keeps a wrap out of the last bucket. */
+static void uv_timer_fire(uv_timer_t* handle) {
+  xtimer_t* t = container_of(handle, xtimer_t, u.uv.handle);
+  xbackend_t* b = t->backend;
+  uint64_t now = uv_now(b->loop);
+
+  b->timers_active--;
+  b->fired++;
+  b->lateness[late_bucket(now > t->u.uv.due ? now - t->u.uv.due : 0)]++;
   t->cb(t);
 }
 
 
 static void uv_timer_closed(uv_handle_t* handle) {
-  xtimer_t* t = container_of(handle, xtimer_t, u.uv);
+  xtimer_t* t = container_of(handle, xtimer_t, u.uv.handle);
   t->close_cb(t);
 }
 
@@ -177,6 +193,7 @@ int xbackend_init(xbackend_t* b, xbackend_kind_t kind, uv_loop_t* loop) {
   b->works_live = 0;
   b->timers_active = 0;
   b->fired = 0;
+  memset(b->lateness, 0, sizeof(b->lateness));
   b->closing = 0;
   b->close_cb = NULL;
   /* The uv backend has a wheel too, which holds no timers and runs no
@@ -198,11 +215,13 @@ void xbackend_stats(const xbackend_t* b, xstats_t* out) {
     out->tasks_live = s.tasks_live;
     out->wakeups = s.driver_wakeups;
     out->fired = s.fired;
+    memcpy(out->lateness, s.lateness, sizeof(out->lateness));
   } else {
     out->timers_active = b->timers_active;
     out->tasks_live = b->works_live;
     out->wakeups = b->fired;
     out->fired = b->fired;
+    memcpy(out->lateness, b->lateness, sizeof(out->lateness));
   }
 }
 
@@ -231,7 +250,7 @@ int xtimer_init(xbackend_t* b, xtimer_t* t) {
   t->close_cb = NULL;
   if (b->kind == XBACKEND_WHEEL)
     return uvtw_timer_init(b->wheel, &t->u.tw);
-  return uv_timer_init(b->loop, &t->u.uv);
+  return uv_timer_init(b->loop, &t->u.uv.handle);
 }
 
 
@@ -241,9 +260,11 @@ int xtimer_start(xtimer_t* t, xtimer_cb cb, uint64_t timeout) {
   t->cb = cb;
   if (t->backend->kind == XBACKEND_WHEEL)
     return uvtw_timer_start(&t->u.tw, tw_timer_cb, timeout, 0);
-  if (uv_is_active((uv_handle_t*) &t->u.uv))
-    return uv_timer_start(&t->u.uv, uv_timer_fire, timeout, 0);
-  err = uv_timer_start(&t->u.uv, uv_timer_fire, timeout, 0);
+  /* uv_timer_start counts from the same uv_now(). */
+  t->u.uv.due = uv_now(t->backend->loop) + timeout;
+  if (uv_is_active((uv_handle_t*) &t->u.uv.handle))
+    return uv_timer_start(&t->u.uv.handle, uv_timer_fire, timeout, 0);
+  err = uv_timer_start(&t->u.uv.handle, uv_timer_fire, timeout, 0);
   if (err == 0)
     t->backend->timers_active++;
   return err;
@@ -253,8 +274,8 @@ int xtimer_start(xtimer_t* t, xtimer_cb cb, uint64_t timeout) {
 void xtimer_stop(xtimer_t* t) {
   if (t->backend->kind == XBACKEND_WHEEL) {
     uvtw_timer_stop(&t->u.tw);
-  } else if (uv_is_active((uv_handle_t*) &t->u.uv)) {
-    uv_timer_stop(&t->u.uv);
+  } else if (uv_is_active((uv_handle_t*) &t->u.uv.handle)) {
+    uv_timer_stop(&t->u.uv.handle);
     t->backend->timers_active--;
   }
 }
@@ -268,7 +289,7 @@ void xtimer_close(xtimer_t* t, xtimer_cb close_cb) {
     return;
   }
   t->close_cb = close_cb;
-  uv_close((uv_handle_t*) &t->u.uv, uv_timer_closed);
+  uv_close((uv_handle_t*) &t->u.uv.handle, uv_timer_closed);
 }
 
 

@@ -54,18 +54,23 @@ typedef enum { XBACKEND_WHEEL, XBACKEND_UV } xbackend_kind_t;
 /* What STATS reports about the timers and the work.  "wakeups" is the
  * number of times a libuv timer woke the loop for timer work: for the
  * wheel, its driver's wakeups; for uv, every uv_timer_t callback (each one
- * is a separate expiry out of libuv's heap). */
+ * is a separate expiry out of libuv's heap).  "lateness" has the buckets
+ * of uvtw_stats_t.lateness, so that one uvtw_lateness_quantile reads both
+ * backends: the wheel's own histogram (its timers and its tasks), or for
+ * uv the same buckets kept by hand for the uv_timer_t callbacks, which
+ * libuv does not time. */
 typedef struct xstats_s {
   uint64_t timers_active;
   uint64_t tasks_live;
   uint64_t wakeups;
   uint64_t fired;
+  uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } xstats_t;
 
 /* A union keeps the server's structs the same for both backends.  It makes
- * an xtimer_t as big as a uv_timer_t even for the wheel, so this example
- * compares CPU and lateness, not memory (the wheel's own timers are 64
- * bytes). */
+ * an xtimer_t as big as a uv_timer_t and its due time even for the wheel,
+ * so this example compares CPU and lateness, not memory (the wheel's own
+ * timers are 64 bytes). */
 struct xtimer_s {
   void* data; /* public */
   /* private */
@@ -74,7 +79,10 @@ struct xtimer_s {
   xtimer_cb close_cb;
   union {
     uvtw_timer_t tw;
-    uv_timer_t uv;
+    struct {
+      uv_timer_t handle;
+      uint64_t due; /* uv_now() at start plus the timeout, for lateness */
+    } uv;
   } u;
 };
 
@@ -103,6 +111,8 @@ struct xbackend_s {
   uint64_t works_live;
   uint64_t timers_active; /* uv backend: counted by hand */
   uint64_t fired;         /* uv backend: timer callbacks run */
+  /* uv backend: timer callbacks by lateness, as uvtw_stats_t.lateness. */
+  uint64_t lateness[UVTW_LATENESS_BUCKETS];
   int closing;
   xbackend_close_cb close_cb;
 };

@@ -313,7 +313,6 @@ static void conn_timer(xtimer_t* t) {
   loop_t* lp = c->lp;
   uint64_t now = uv_now(&lp->loop);
   uint64_t silent;
-  uint64_t late;
 
   if (c->state != CONN_OPEN) {
     conn_close(c); /* the linger is over */
@@ -338,11 +337,7 @@ static void conn_timer(xtimer_t* t) {
       return;
     }
     if (silent >= opt.idle_ms) {
-      late = silent - opt.idle_ms;
       counter_add(&lp->stat.idle_closes, 1);
-      counter_add(
-          &lp->stat.idle_late[late < LATE_BUCKETS ? late : LATE_BUCKETS - 1],
-          1);
       conn_bye(c, "BYE idle\n");
       return;
     }
@@ -360,7 +355,7 @@ static void conn_timer(xtimer_t* t) {
 static void handle_line(conn_t* c, const char* line, size_t len) {
   loop_t* lp = c->lp;
   size_t n = len;
-  char buf[1024];
+  char buf[STATS_LINE_MAX];
 
   if (n > 0 && line[n - 1] == '\r')
     n--; /* accept CRLF; the echo keeps the line as it came */

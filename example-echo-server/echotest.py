@@ -23,6 +23,11 @@ import time
 SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:",
                    "ThreadSanitizer")
 
+# The tops of the lateness buckets STATS and the exit line report, in ms:
+# 0, then 2^i - 1 for i = 1 to 14; the last bucket is open, ">=16384ms".
+LATENESS_TOPS = [0] + [(1 << i) - 1 for i in range(1, 15)]
+LATENESS_OPEN = 1 << 14
+
 _failures = []
 
 
@@ -142,9 +147,14 @@ class Server:
               % (signal.Signals(sig).name, rc))
         bad = [m for m in SANITIZER_MARKS if m in err]
         check(not bad, "no sanitizer report (%s)" % ", ".join(bad or ["-"]))
+        exit_line = ""
         for line in err.splitlines():
+            if "exit:" in line:
+                exit_line = line
             if "exit:" in line or bad:
                 log("  server: " + line)
+        check(lateness(parse_fields(exit_line)) is not None,
+              "the exit line reports lateness_n, _p50, _p99 and _max")
         return err
 
 
@@ -217,17 +227,47 @@ class Conn:
         self.sock.close()
 
 
+def parse_fields(line):
+    """The key=value words of a STATS or exit line, as a dict; values that
+    are digits become ints."""
+    out = {}
+    for kv in (line or "").split():
+        k, eq, v = kv.partition("=")
+        if eq:
+            out[k] = int(v) if v.isdigit() else v
+    return out
+
+
+def lateness(fields):
+    """The lateness fields of parse_fields' dict as (n, [p50, p99, max]),
+    each quantile the top of its bucket in ms (LATENESS_OPEN for
+    ">=16384ms"); None if one is missing or not what the server prints:
+    a bucket's top, quantiles in order, all 0 when nothing was counted."""
+    n = fields.get("lateness_n")
+    if not isinstance(n, int):
+        return None
+    qs = []
+    for k in ("lateness_p50", "lateness_p99", "lateness_max"):
+        m = re.fullmatch(r"(<=|>=)(\d+)ms", str(fields.get(k, "")))
+        if not m:
+            return None
+        v = int(m.group(2))
+        if v not in (LATENESS_TOPS if m.group(1) == "<="
+                     else [LATENESS_OPEN]):
+            return None
+        qs.append(v)
+    if qs != sorted(qs) or (n == 0 and qs != [0, 0, 0]):
+        return None
+    return n, qs
+
+
 def stats(port):
     """STATS from a fresh connection, as a dict of ints."""
     c = Conn(port)
     c.send("STATS\n")
     line = c.text()
     c.close()
-    out = {}
-    for kv in (line or "").split()[1:]:
-        k, _, v = kv.partition("=")
-        out[k] = int(v) if v.isdigit() else v
-    return out
+    return parse_fields(line)
 
 
 def run_load(exe, port, *args, timeout=120):

@@ -314,6 +314,10 @@ void loop_maybe_finish(loop_t* lp) {
   uv_mutex_lock(&lp->ctl_mutex);
   lp->ctl_closed = 1;
   uv_mutex_unlock(&lp->ctl_mutex);
+  /* The exit line's lateness: the publish handle is closed by now, and
+   * no callback the backend runs from here on is counted (no timer is
+   * active; the wheel's final calls at close are not timed). */
+  stats_publish(lp);
   xbackend_close(&lp->backend, on_backend_closed);
 }
 
@@ -329,14 +333,7 @@ void loop_maybe_finish(loop_t* lp) {
  * it holds while it waits.  (A check handle, after the wait, would leave
  * an idle loop showing the iteration before its last one.) */
 static void on_publish(uv_prepare_t* handle) {
-  loop_t* lp = handle->data;
-  xstats_t s;
-
-  xbackend_stats(&lp->backend, &s);
-  atomic_store_explicit(&lp->stat.timers, s.timers_active,
-                        memory_order_relaxed);
-  atomic_store_explicit(&lp->stat.tasks, s.tasks_live, memory_order_relaxed);
-  atomic_store_explicit(&lp->stat.wakeups, s.wakeups, memory_order_relaxed);
+  stats_publish(handle->data);
 }
 
 

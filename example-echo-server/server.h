@@ -39,8 +39,11 @@
  * stops sending, holds its descriptor (no longer counted in --max-conns)
  * for 2 s at most. */
 #define LINGER_MS 2000
-/* Idle-close lateness histogram: 1 ms buckets, the last one is "more". */
-#define LATE_BUCKETS 1001
+/* Room for a STATS line: its fields, the lateness quantiles, and one
+ * connection count per loop for up to MAX_LOOPS loops. */
+#define STATS_LINE_MAX 2048
+/* Room for stats_format_lateness's fields, at their widest. */
+#define LATENESS_TEXT_MAX 192
 /* One read: libuv reads into this much at a time (see on_alloc). */
 #define READ_SIZE 65536
 /* Replies to one read are sent in pieces of about this size, and a
@@ -199,7 +202,8 @@ typedef struct {
   counter_t work_abandoned;
   counter_t accept_errors;
   counter_t output_bytes;
-  counter_t idle_late[LATE_BUCKETS];
+  /* The backend's timer callbacks by lateness, published with timers. */
+  counter_t lateness[UVTW_LATENESS_BUCKETS];
 } loop_stats_t;
 
 typedef enum {
@@ -296,7 +300,9 @@ void work_release(void);
 void stats_format(loop_t* lp, char* buf, size_t size);
 void on_stats_timer(uv_timer_t* handle);
 uint64_t stats_total(size_t offset);
-uint64_t late_percentile(double p);
+void stats_lateness(loop_t* lp, const xstats_t* own, uvtw_stats_t* out);
+void stats_format_lateness(const uvtw_stats_t* st, char* buf, size_t size);
+void stats_publish(loop_t* lp);
 
 /* loop.c */
 /* Sets up and starts the loops, each on its own thread; returns once every

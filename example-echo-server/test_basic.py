@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Echo, heartbeat and idle close with small timings (heartbeat 100 ms,
-idle 300 ms), STATS, and BYE busy past --max-conns."""
+idle 300 ms), STATS, timer lateness in STATS and the exit line, and BYE
+busy past --max-conns."""
 
+import signal
 import sys
 import time
 
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from echotest import (Conn, Server, check, finish, log, parse_args,
-                      run_load, stats)
+from echotest import (Conn, Server, check, finish, lateness, log,
+                      parse_args, parse_fields, run_load, stats)
 
 HB = 100
 IDLE = 300
@@ -66,6 +68,15 @@ def test_heartbeat_idle(port):
     eof, rest = c.expect_eof()
     check(eof and not rest, "then the server closes")
     c.close()
+    # Each PING and the BYE was a timer callback, counted by its lateness
+    # (the wheel counts its tasks too, so more is fine).
+    s = stats(port)
+    late = lateness(s)
+    check(late is not None and late[0] >= len(times),
+          "STATS lateness: %s callbacks (at least the %d seen), p50 %s, "
+          "p99 %s, max %s" % (s.get("lateness_n"), len(times),
+                              s.get("lateness_p50"), s.get("lateness_p99"),
+                              s.get("lateness_max")))
 
 
 def test_pong_keeps_alive(port):
@@ -101,6 +112,35 @@ def test_pong_keeps_alive(port):
     check(lines[-1] == "BYE idle" and IDLE - 2 <= took <= IDLE + LATE,
           "then silence: BYE idle after %.0f ms" % took)
     c.close()
+
+
+def test_lateness(server_exe, timers):
+    """A server stopped past a timer's deadline runs it late, and its
+    histogram shows it: a PING due 300 ms after the echo, with the server
+    stopped from right after the echo for 1 s, runs some 700 ms late, in
+    the bucket 512..1023 ms; max reports that bucket's top (or 511 if the
+    stop began late, on a loaded machine)."""
+    log("lateness of a timer run late")
+    srv = Server(server_exe, timers, "--heartbeat-ms", 300, "--idle-ms",
+                 60000)
+    c = Conn(srv.port)
+    c.send("x\n")
+    check(c.text() == "x", "echo")
+    srv.proc.send_signal(signal.SIGSTOP)
+    time.sleep(1.0)
+    srv.proc.send_signal(signal.SIGCONT)
+    check(c.text(timeout=5) == "PING", "the PING comes after SIGCONT")
+    c.send("STATS\n")
+    line = c.text()
+    while line == "PING":
+        line = c.text()
+    s = parse_fields(line)
+    late = lateness(s)
+    check(late is not None and late[0] >= 1 and late[1][2] >= 511,
+          "STATS lateness_max=%s (want >=511ms) lateness_n=%s"
+          % (s.get("lateness_max"), s.get("lateness_n")))
+    c.close()
+    srv.stop_and_check()
 
 
 def test_busy(server_exe, timers):
@@ -159,6 +199,7 @@ def main():
           % s.get("idle_closes"))
     srv.stop_and_check()
 
+    test_lateness(args.server, args.timers)
     test_busy(args.server, args.timers)
     finish()
 

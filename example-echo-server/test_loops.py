@@ -2,25 +2,19 @@
 # SPDX-License-Identifier: MIT
 """--loops 2: two loop threads, each with its own wheel and its own
 listener on the one port (SO_REUSEPORT).  Connections spread over both,
-STATS on any connection reports the whole server, and echo-load's mixed
-and rpc runs see no violation.  Run in the TSan build too."""
+STATS on any connection reports the whole server (its lateness
+histogram too: the loops' buckets added), and echo-load's mixed and rpc
+runs see no violation.  Run in the TSan build too."""
 
 import sys
 import time
 
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from echotest import Conn, Server, check, finish, log, parse_args, run_load
+from echotest import (Conn, Server, check, finish, lateness, log,
+                      parse_args, parse_fields, run_load)
 
 CONNS = 40
-
-
-def parse_stats(line):
-    out = {}
-    for kv in (line or "").split()[1:]:
-        k, _, v = kv.partition("=")
-        out[k] = int(v) if v.isdigit() else v
-    return out
 
 
 def test_stats_fresh(args, loops):
@@ -44,7 +38,7 @@ def test_stats_fresh(args, loops):
     while time.monotonic() < until:
         time.sleep(0.1)
         conns[0].send("STATS\n")
-        s = parse_stats(conns[0].text())
+        s = parse_fields(conns[0].text())
         if s.get("timers") == CONNS and s.get("tasks") == 0:
             break
     log("  STATS: %s" % s)
@@ -57,10 +51,52 @@ def test_stats_fresh(args, loops):
     srv.stop_and_check()
 
 
+def test_lateness_summed(args, loops):
+    """Connections on every loop are left silent until BYE idle: each PING
+    and BYE a client sees is a timer callback of its loop, so STATS from
+    any one loop counts at least all of them (lateness_n) only if it adds
+    the other loops' buckets to its own.  Once the connections are gone
+    the loops are idle, so their published counts are final."""
+    log("lateness over the loops: PINGs and BYEs of %d connections"
+        % CONNS)
+    srv = Server(args.server, args.timers, "--loops", loops,
+                 "--heartbeat-ms", 100, "--idle-ms", 300)
+    conns = [Conn(srv.port) for _ in range(CONNS)]
+    seen = 0
+    closed = 0
+    for c in conns:
+        eof, lines = c.expect_eof(timeout=10)
+        seen += len(lines)
+        closed += eof and lines[-1:] == [b"BYE idle"]
+        c.close()
+    check(closed == CONNS, "%d of %d connections saw BYE idle, then EOF "
+          "(%d lines)" % (closed, CONNS, seen))
+    s = {}
+    late = None
+    until = time.monotonic() + 5
+    while time.monotonic() < until:
+        c = Conn(srv.port)
+        c.send("STATS\n")
+        s = parse_fields(c.text())
+        c.close()
+        late = lateness(s)
+        if late is not None and late[0] >= seen:
+            break
+        time.sleep(0.1)
+    log("  STATS: %s" % s)
+    check(late is not None and late[0] >= seen,
+          "lateness_n=%s counts the %d PINGs and BYEs of both loops "
+          "(p50 %s, p99 %s, max %s)"
+          % (s.get("lateness_n"), seen, s.get("lateness_p50"),
+             s.get("lateness_p99"), s.get("lateness_max")))
+    srv.stop_and_check()
+
+
 def main():
     args = parse_args()
     loops = args.loops if args.loops not in ("1", "0") else "2"
     test_stats_fresh(args, loops)
+    test_lateness_summed(args, loops)
     srv = Server(args.server, args.timers, "--loops", loops,
                  "--heartbeat-ms", 1000, "--idle-ms", 3000,
                  "--threads", 32)
@@ -73,7 +109,7 @@ def main():
     s = {}
     for _ in range(50):  # until the other loop has read its connections
         conns[0].send("STATS\n")
-        s = parse_stats(conns[0].text())
+        s = parse_fields(conns[0].text())
         if s.get("timers") == CONNS:
             break
         time.sleep(0.1)

@@ -287,6 +287,11 @@ void handle_req(conn_t* c, const char* line, size_t len) {
   xtimer_init(&lp->backend, &r->deadline);
   /* The deadline first: once the work is submitted it may finish at any
    * moment, and its answer needs the deadline there to cancel. */
+  /* The loop's time is that of the poll that read the line, which a busy
+   * or stopped loop may have left well behind: the deadline counts from
+   * now, as the work's end (uv_hrtime) does, so that ended= and the answer
+   * agree with what the client saw. */
+  uv_update_time(&lp->loop);
   r->read_at = uv_now(&lp->loop);
   r->deadline_at = r->read_at + deadline_ms;
   atomic_init(&r->finished_ms, 0);

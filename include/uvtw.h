@@ -161,9 +161,9 @@ struct uvtw_timer_s {
   uvtw_timer_cb cb_;        /* NULL until first started */
   uint64_t deadline_;       /* loop ms, saturated */
   uint64_t repeat_;
-  /* (Re)start order, which breaks deadline ties, in steps of 2; bit 0 is
-   * set while the timer is referenced.  One word, so a start writes both
-   * with one store. */
+  /* (Re)start order, which breaks deadline ties, above bit 1; bit 0 is
+   * set while the timer is referenced (bit 1 is the library's own).  One
+   * word, so a start writes the order and the flags with one store. */
   uint64_t order_;
 };
 

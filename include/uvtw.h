@@ -199,8 +199,8 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * UV_ECANCELED.  A uvtw_submit or uvtw_cancel that another thread has
  * under way while close runs is waited for: close does not finish while
  * such a call is inside the wheel, so it either returns UV_ECANCELED
- * (submit) or UV_ENOENT (cancel) without touching a task, or ends before
- * close does (a task it submitted gets its final call).  Shutdown rule:
+ * (submit: nothing scheduled) or UV_ENOENT (cancel: nothing ended), or
+ * ends before close does (a task it submitted gets its final call).  Shutdown rule:
  * other threads must still stop calling into the wheel before cb runs: a
  * call that has not yet reached the wheel's shared state when close
  * finishes (for example one preempted on its first instructions) finds

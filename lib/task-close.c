@@ -10,9 +10,9 @@
  * reads the marks (calls_inside), and finishes only once no call it must wait
  * for is inside, looking again on later loop iterations (it never blocks the
  * loop).  The two fences are a Dekker pair: of a call and close, at least one
- * sees the other's write.  So a submit either sees CLOSING before it publishes
- * anything (UV_ECANCELED), or close waits for it to leave, and then drains its
- * task and gives it its final call; a cancel either sees CLOSED (UV_ENOENT:
+ * sees the other's write.  So a submit either sees CLOSING after its fence and
+ * takes back the task it published (UV_ECANCELED) unless the loop took it in,
+ * or close drains its task and gives it its final call; a cancel either sees CLOSED (UV_ENOENT:
  * nothing is left) or is waited for.  Leaving is a release store, read with
  * acquire by close, and by a thread that adopts the record of an exited one (an
  * acq_rel read-modify-write of `calls`): each sees what the call did.  What

@@ -8,6 +8,13 @@
 
 #include "task-record.h"
 
+/* A test's stand-in for a preemption between a submit's publish and its
+ * fence (test-task-withdraw builds this file with its own); nothing in
+ * the library. */
+#ifndef UVTW__TEST_BEFORE_FENCE
+#define UVTW__TEST_BEFORE_FENCE() ((void) 0)
+#endif
+
 
 /* uvtw_submit inside the wheel (enter_unfenced): the task's node from the
  * record's cache, filled, and its id published in the record's queue; the
@@ -93,13 +100,14 @@ static int withdraw(uvtw_wheel_t* wheel,
   uint64_t word;
 
   word = atomic_load_explicit(&node->state, memory_order_acquire);
-  UVTW__ASSERT(!(word & LOOP_HELD));
   do
-    if (!(word & IN_QUEUE) || STATE(word) != T_PENDING)
-      return 0; /* taken in: close gives it its final call */
-  while (!atomic_compare_exchange_weak_explicit(
-      &node->state, &word, WITH_STATE(word, T_CANCELLED) & ~IN_QUEUE,
-      memory_order_acq_rel, memory_order_acquire));
+    /* Another generation: the task ended already (a cancel took it back,
+     * or it ran) and the node may carry another thread's task by now. */
+    if (GEN(word) != (id & UVTW__GEN_MASK) || !(word & IN_QUEUE) ||
+        STATE(word) != T_PENDING)
+      return 0; /* taken in (close gives it its final call), or ended */
+  while (!cas_word(node, &word, WITH_STATE(word, T_CANCELLED) & ~IN_QUEUE));
+  UVTW__ASSERT(!(word & LOOP_HELD));
   /* Ours: its slot shows a tombstone, its end balances its submit (for
    * live and max_tasks), and it never counts in the stats. */
   if (atomic_load_explicit(node->q.slot, memory_order_relaxed) == id)
@@ -163,15 +171,17 @@ int uvtw_submit(uvtw_wheel_t* wheel,
      * CLOSING (or CLOSED), its fence, its loads of the marks.  Either
      * this sees close begun, and takes the task back (withdraw) unless
      * the loop already took it in, which then gives it its final call;
-     * or close's fence comes after this one, so close sees this call
-     * inside (or left, with its task published before the release of
-     * leave) and does not finish before it has drained the task.  Either
-     * way close never finishes while a published task could be missed.
-     * What close cannot order, a call that marked itself but whose mark
-     * it did not see, is the same as with a fence right after the mark:
-     * such a call finds close begun and touches only its own task and
-     * record, which live until the close callback (uvtw.h's shutdown
-     * rule).  Wake-up: see wake_loop. */
+     * or close's fence comes after this one: then every drain after the
+     * async callback's fence sees the id, and close's live count (seq_cst
+     * loads of the submits) sees the task, so close does not finish
+     * before it has drained the task and made its final call.  Either way
+     * close never finishes while a published task could be missed.  What
+     * close cannot order, a call that marked itself but whose mark it did
+     * not see, finds close begun and touches only its own task, its
+     * record, the node pool and the max_tasks count, all of which live
+     * until the close callback (uvtw.h's shutdown rule).  Wake-up: see
+     * wake_loop. */
+    UVTW__TEST_BEFORE_FENCE();
     publish_fence();
     if (atomic_load_explicit(&wheel->tasks.close_word,
                              memory_order_relaxed) & CLOSING)

@@ -5,21 +5,12 @@
  * core.c so that the wheel's own file holds only what a start, a stop and
  * a pass run. */
 
+#include "check.h"
 #include "core.h"
 
 #include <string.h>
 
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      if (out != NULL) {                                                      \
-        fprintf(out, "uvtw__core_check: %s: ", #cond);                       \
-        fprintf(out, __VA_ARGS__);                                            \
-        fputc('\n', out);                                                     \
-      }                                                                       \
-      return -1;                                                              \
-    }                                                                         \
-  } while (0)
+#define CHECK(cond, ...) UVTW__CHECK("uvtw__core_check", cond, __VA_ARGS__)
 
 typedef struct {
   uint64_t count;

@@ -13,19 +13,10 @@
 
 #include <inttypes.h>
 
+#include "check.h"
 #include "task-record.h"
 
-#define CHECK(cond, ...)                                                      \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      if (out != NULL) {                                                      \
-        fprintf(out, "uvtw__tasks_check: %s: ", #cond);                      \
-        fprintf(out, __VA_ARGS__);                                            \
-        fputc('\n', out);                                                     \
-      }                                                                       \
-      return -1;                                                              \
-    }                                                                         \
-  } while (0)
+#define CHECK(cond, ...) UVTW__CHECK("uvtw__tasks_check", cond, __VA_ARGS__)
 
 typedef struct {
   uint64_t held;

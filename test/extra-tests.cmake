@@ -39,9 +39,14 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
       TIMEOUT 300 ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1")
 endif()
 
-# Valgrind on the core tests: no leaks, no invalid accesses.
+# Valgrind on the core tests: no leaks, no invalid accesses.  Not on a
+# clang build: Debian 12's valgrind 3.19 cannot read the DWARF 5 that
+# clang 14 writes (the GCC tree runs it).
 find_program(UVTW_VALGRIND valgrind)
-if(UVTW_VALGRIND AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
+if(UVTW_VALGRIND AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  message(STATUS "valgrind-core-model: skipped with clang (valgrind 3.19 "
+                 "cannot read clang's DWARF 5; the GCC tree runs it)")
+elseif(UVTW_VALGRIND AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   add_test(NAME valgrind-core-model
            COMMAND ${UVTW_VALGRIND} --error-exitcode=1 --leak-check=full
                    --errors-for-leak-kinds=all $<TARGET_FILE:test-core-model>)

@@ -12,6 +12,26 @@ static inline uint64_t uvtw__sat_add(uint64_t a, uint64_t b) {
 }
 
 
+/* The high 64 bits of a * b: one multiply where the compiler has a 128-bit
+ * integer, four 32-bit ones on 32-bit targets, which have none. */
+static inline uint64_t uvtw__mul_hi(uint64_t a, uint64_t b) {
+#ifdef __SIZEOF_INT128__
+  return (uint64_t) (((unsigned __int128) a * b) >> 64);
+#else
+  uint64_t ll;
+  uint64_t lh;
+  uint64_t hl;
+  uint64_t mid;
+
+  ll = (a & 0xffffffffu) * (b & 0xffffffffu);
+  lh = (a & 0xffffffffu) * (b >> 32);
+  hl = (a >> 32) * (b & 0xffffffffu);
+  mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
+  return (a >> 32) * (b >> 32) + (lh >> 32) + (hl >> 32) + (mid >> 32);
+#endif
+}
+
+
 /* ms / tick_ms, rounded down, for tick_ms > 1, without a division: the
  * round-up reciprocal method (Granlund and Montgomery, "Division by
  * invariant integers using multiplication", 1994, figure 4.1), exact for
@@ -19,7 +39,7 @@ static inline uint64_t uvtw__sat_add(uint64_t a, uint64_t b) {
 static inline uint64_t uvtw__core_div(const uvtw__core_t* core, uint64_t ms) {
   uint64_t t1;
 
-  t1 = (uint64_t) (((unsigned __int128) core->tick_magic * ms) >> 64);
+  t1 = uvtw__mul_hi(core->tick_magic, ms);
   return (t1 + ((ms - t1) >> 1)) >> core->tick_shift;
 }
 

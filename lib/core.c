@@ -77,6 +77,8 @@ static inline void set_now(uvtw__core_t* core, uint64_t n) {
 
 
 void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
+  uint64_t magic;
+  uint64_t rem;
   unsigned b;
   unsigned l;
   unsigned s;
@@ -86,12 +88,21 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   core->tick_ms = tick_ms;
   core->max_tick = UINT64_MAX / tick_ms;
   if (tick_ms > 1) {
+    /* The reciprocal: 2^64 (2^l - tick_ms) / tick_ms + 1, by long division
+     * one bit at a time (no 128-bit integer on 32-bit targets; once per
+     * wheel).  The remainder stays below tick_ms, far below 2^63. */
     l = 64 - (unsigned) __builtin_clzll(tick_ms - 1);
-    core->tick_magic =
-        (uint64_t) ((((unsigned __int128) (((uint64_t) 1 << l) - tick_ms))
-                     << 64) /
-                    tick_ms) +
-        1;
+    rem = ((uint64_t) 1 << l) - tick_ms;
+    magic = 0;
+    for (s = 0; s < 64; s++) {
+      rem <<= 1;
+      magic <<= 1;
+      if (rem >= tick_ms) {
+        rem -= tick_ms;
+        magic |= 1;
+      }
+    }
+    core->tick_magic = magic + 1;
     core->tick_shift = l - 1;
   }
   /* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index

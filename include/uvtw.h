@@ -268,11 +268,11 @@ UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
 
 /* An upper bound, in ms, on the q-quantile of stats->lateness (q from 0
  * to 1; clamped): the bound of the bucket that holds the callback of rank
- * ceil(q * total), at least the first.  So q = 0.5 bounds the median, 0.99
- * the 99th percentile and 1 the latest callback, each rounded up to its
- * bucket's bound: 0, 1, 3, 7, ..., 2^14 - 1, or UINT64_MAX for the last
- * bucket (late by 2^14 ms or more).  0 if nothing was counted.  Any
- * thread (it reads only *stats). */
+ * ceil(q * total) (the product rounded to double), at least the first.
+ * So q = 0.5 bounds the median, 0.99 the 99th percentile and 1 the latest
+ * callback, each rounded up to its bucket's bound: 0, 1, 3, 7, ...,
+ * 2^14 - 1, or UINT64_MAX for the last bucket (late by 2^14 ms or more).
+ * 0 if nothing was counted.  Any thread (it reads only *stats). */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 

@@ -8,7 +8,10 @@
 # second dpkg architecture), so they are started through that library's
 # dynamic loader: no emulation.  A kernel without IA-32 emulation cannot
 # start that loader ("Exec format error"); the programs then run under
-# qemu-i386 (package qemu-user), and CMake says so.
+# qemu-i386 (package qemu-user), and CMake says so.  qemu-i386 runs the
+# same loader as its program: with qemu's own "-L /usr/i686-linux-gnu"
+# instead, Debian 12's qemu 7.2 hangs any dynamically linked i386 program
+# in its first pthread_create.
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR i686)
 set(CMAKE_C_COMPILER i686-linux-gnu-gcc)
@@ -24,7 +27,8 @@ else()
                    "they run under qemu-i386")
     set(uvtw_i686_said 1)
   endif()
-  set(CMAKE_CROSSCOMPILING_EMULATOR qemu-i386 -L /usr/i686-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR qemu-i386
+      ${uvtw_i686_loader} --library-path /usr/i686-linux-gnu/lib)
 endif()
 # GCC notes at each internal structure with a 64-bit _Atomic field that
 # GCC 11 changed its alignment on i386 (-Wpsabi).  None is in uvtw.h, and

@@ -6,7 +6,9 @@
  * the static library's calls go to __wrap_uv_async_send, which counts the
  * calls made on the wheel's async handle (its data points to the wheel) and
  * forwards to libuv's, __real_uv_async_send.  (The linker's wrap works
- * on Windows as on ELF systems; dlsym(RTLD_NEXT) does not exist there.)
+ * on Windows as on ELF systems; dlsym(RTLD_NEXT) does not exist there.
+ * Where the library calls libuv's DLL through an import slot, the slot's
+ * name is wrapped too.)
  *
  *   scenario_blocked  While the loop thread is blocked in a callback,
  *             another thread submits 1,000 tasks: one batch, so at most
@@ -31,6 +33,13 @@ int __wrap_uv_async_send(uv_async_t* handle) {
     atomic_fetch_add(&wheel_sends, 1);
   return __real_uv_async_send(handle);
 }
+
+#ifdef _WIN32
+/* Against libuv's DLL, the library calls uv_async_send through its import
+ * slot, the pointer __imp_uv_async_send: the program is also linked with
+ * --wrap=__imp_uv_async_send, and its slot points to the wrap. */
+int (*__wrap___imp_uv_async_send)(uv_async_t*) = __wrap_uv_async_send;
+#endif
 
 
 static atomic_int ran;
@@ -165,6 +174,7 @@ static void scenario_concurrent(void) {
   ASSERT_UV_OK(uv_sem_init(&round_done, 0));
   ASSERT_UV_OK(uv_timer_init(&loop, &blocker));
   max_sends_in_block = 0;
+  atomic_store(&wheel_sends, 0);
   for (i = 0; i < NTHREADS; i++)
     ASSERT_UV_OK(uv_thread_create(&tid[i], concurrent_thread, NULL));
   for (round = 0; round < NROUNDS; round++) {
@@ -179,6 +189,7 @@ static void scenario_concurrent(void) {
       "uv_async_send per round\n",
       NROUNDS, NTHREADS, NEACH, max_sends_in_block);
   ASSERT_LE(max_sends_in_block, 1);
+  ASSERT_GE(atomic_load(&wheel_sends), 1); /* the wrap is in place */
   ASSERT_UEQ(0, uvtw_wheel_pending(wheel));
   uv_close((uv_handle_t*) &blocker, NULL);
   teardown();

@@ -43,7 +43,7 @@ void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
     uv_timer_stop(&wheel->driver.timer);
     wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
     wheel->driver.armed_first_ms = UINT64_MAX;
-    if (!wheel->driver.in_pass)
+    if (!uvtw__driver_in_pass(wheel))
       wheel->driver.rearm_below = UVTW__DRIVER_DISARMED;
     wheel->driver.defer_from_id = UVTW__NO_DEFER;
   }
@@ -113,7 +113,6 @@ void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb) {
   driver->armed_crowded = 0;
   driver->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
   driver->defer_from_id = UVTW__NO_DEFER;
-  driver->in_pass = 0;
   driver->wakeups = 0;
   driver->pass_cb = pass_cb;
   /* Neither can fail on unix. */

@@ -54,13 +54,17 @@ static inline void uvtw__driver_pass_begin(uvtw_wheel_t* wheel) {
     uvtw__core_defer(&wheel->core, wheel->driver.defer_from_id);
     wheel->driver.defer_from_id = UVTW__NO_DEFER;
   }
-  wheel->driver.in_pass = 1;
 }
 
 /* The pass's callbacks are over (the wheel may be closing). */
 static inline void uvtw__driver_pass_over(uvtw_wheel_t* wheel) {
-  wheel->driver.in_pass = 0;
   wheel->driver.rearm_below = wheel->driver.armed_tick;
+}
+
+/* Non-zero inside a pass (the driver's callback, or a virtual wheel's
+ * pass): rearm_below is 0 there and nowhere else. */
+static inline int uvtw__driver_in_pass(const uvtw_wheel_t* wheel) {
+  return wheel->driver.rearm_below == 0;
 }
 
 /* The end of a pass that left the wheel open: re-arms the driver for what
@@ -92,7 +96,7 @@ static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
 static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
   if (wheel->driver.defer_from_id == UVTW__NO_DEFER &&
       wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
-      !wheel->driver.in_pass &&
+      !uvtw__driver_in_pass(wheel) &&
       !uv_is_active((const uv_handle_t*) &wheel->driver.timer))
     wheel->driver.defer_from_id = wheel->core.next_order;
 }

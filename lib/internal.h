@@ -88,7 +88,10 @@ typedef struct {
   uint64_t armed_first_ms;
   /* A start whose expiry tick is below this re-arms the driver
    * (uvtw__driver_earlier): armed_tick outside a pass, 0 inside one (the
-   * end of the pass re-arms anyway), so that the start tests one word. */
+   * end of the pass re-arms anyway), so that the start tests one word.
+   * Outside a pass it is never 0 (an armed tick is after now, so at least
+   * 1, or DISARMED): 0 is also the "inside a pass" flag
+   * (uvtw__driver_in_pass). */
   uint64_t rearm_below;
   /* The armed tick is the bound of a slot too crowded to tighten
    * (uvtw__core_tighten): the wake-up there may be early already, so a
@@ -101,7 +104,6 @@ typedef struct {
   /* The first order that the next pass leaves for the pass after it
    * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
   uint64_t defer_from_id;
-  int in_pass; /* inside the pass (the timer's callback) */
   uint64_t wakeups;
   uv_timer_cb pass_cb; /* the pass, wheel.c */
 } uvtw__driver_t;

@@ -64,7 +64,7 @@ start_catching_up(uvtw_wheel_t* wheel,
                   uint64_t repeat,
                   uint64_t deadline,
                   uint64_t now) {
-  if (!wheel->driver.in_pass)
+  if (!uvtw__driver_in_pass(wheel))
     uvtw__core_catch_up(&wheel->core, now);
   return start_inactive(wheel, timer, cb, repeat, deadline);
 }
@@ -100,7 +100,7 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
     uvtw__core_rearm_lazy(core, timer, deadline);
     return 0;
   }
-  if (uvtw__core_behind(core, now) && !wheel->driver.in_pass)
+  if (uvtw__core_behind(core, now) && !uvtw__driver_in_pass(wheel))
     uvtw__core_catch_up(core, now);
   /* If the driver is armed for this timer, re-arm it after the move, so
    * that it does not wake for nothing. */

@@ -48,15 +48,14 @@ static void virtual_pass(uvtw_wheel_t* wheel) {
 
   now = wheel->virtual_now; /* cannot move during the pass: EBUSY */
   uvtw__core_expire(&wheel->core, now);
-  wheel->driver.in_pass = 1;
-  while (!wheel->closing &&
-         (timer = uvtw__core_pop_due(&wheel->core, now))) {
+  wheel->driver.rearm_below = 0; /* inside the pass */
+  while ((timer = uvtw__core_pop_due(&wheel->core, now))) { /* pass_cb */
     /* No lateness in virtual time: every callback is on time.  Counted
      * as run, as in pass_cb (wheel.c). */
     wheel->late_bits[0]++;
     timer->cb_(timer);
   }
-  wheel->driver.in_pass = 0;
+  uvtw__driver_pass_over(wheel);
   uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
   uvtw__core_validate(&wheel->core);
 }

@@ -58,9 +58,13 @@ static void pass_cb(uv_timer_t* handle) {
   uvtw__driver_pass_begin(wheel);
   /* The loop's time is read for each repeating timer (a callback may
    * update it).  Every timer counts as run here, by its lateness; a task
-   * that does not run after all is taken off again (uvtw__task_fire). */
-  while (!wheel->closing &&
-         (timer = uvtw__core_pop_due_at(&wheel->core, wheel->now))) {
+   * that does not run after all is taken off again (uvtw__task_fire).  A
+   * callback that closes the wheel ends the pass: close empties the core,
+   * and files nothing after (no start succeeds, no task is filed), so the
+   * next pop finds nothing.  The same holds for a pass that begins on a
+   * closed wheel (libuv >= 1.48 may run a driver that close stopped after
+   * the timers phase had collected it). */
+  while ((timer = uvtw__core_pop_due_at(&wheel->core, wheel->now))) {
     wheel->late_bits[uvtw__late_slot(uvtw__popped_lateness(wheel))]++;
     timer->cb_(timer);
   }

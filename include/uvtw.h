@@ -28,9 +28,9 @@
  * uv_timer_t's iteration and order on each release.  What differs between
  * releases is said at uvtw_timer_start and in README.md, "libuv versions".
  *
- * Platforms: tested on Linux (x86-64 with GCC 12 and clang 14; aarch64
- * with GCC 12); 32-bit targets and Windows (MinGW-w64) build but are not
- * tested now; see "Platforms" in README.md.  The library is C11
+ * Platforms: tested on Linux (x86-64 with GCC 12 and clang 14; i686,
+ * armv7 and aarch64 with GCC 12) and on Windows x86-64 (MinGW-w64 GCC 12,
+ * under wine); see "Platforms" in README.md.  The library is C11
  * with GNU extensions and uses GCC builtins, so it needs GCC or clang;
  * other unixes with either are likely to work but untested, and MSVC is
  * not supported.

@@ -158,7 +158,7 @@ other_libuvs() {
 # multiarch libuv1-dev:ARCH, which adds ARCH to dpkg's architectures (a
 # change to the system, said as it is made); Windows, which Debian has no
 # libuv for, is skipped.
-cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [--ctest-arg...]
+cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...]
   local target=$1 arch=$2 shared=../shared/libuv
   local tarball root prefix version libdir sudo= arg
   local toolchain=$PWD/cmake/toolchains/$target.cmake
@@ -166,7 +166,7 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [--ctest-arg..
   shift 2
   for arg in "$@"; do
     case $arg in
-    --*) ctest_args+=("$arg") ;;
+    -*) ctest_args+=("$arg") ;;
     *) env_args+=("$arg") ;;
     esac
   done
@@ -255,8 +255,9 @@ test)
   # Under wine a test program now and then fails to start, or does not
   # exit after its last line (2 of 198 in one cold run here, none in the
   # next): a test that fails runs once more, and a failure that repeats
-  # fails the stage.  ctest's log keeps both tries.
-  cross_tests x86_64-w64-mingw32 '' --repeat=until-pass:2
+  # fails the stage.  A wine program spends most of its time waiting for
+  # wineserver, so 4 tests run at once (73 s against 145 s with 2, here).
+  cross_tests x86_64-w64-mingw32 '' --repeat=until-pass:2 -j4
   stage
   say "all tests passed"
   ;;

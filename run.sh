@@ -44,6 +44,9 @@ need_packages() {
   local missing=()
   command -v cmake >/dev/null || missing+=(cmake)
   command -v cc >/dev/null || missing+=(gcc)
+  # gcc only recommends the C library's headers and start files, and
+  # recommends are not installed here.
+  dpkg -s libc6-dev >/dev/null 2>&1 || missing+=(libc6-dev)
   command -v make >/dev/null || missing+=(make)
   command -v pkg-config >/dev/null || missing+=(pkg-config)
   command -v python3 >/dev/null || missing+=(python3)

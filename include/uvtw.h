@@ -113,15 +113,15 @@ typedef struct uvtw_options_s {
  * thread, or a task that ends during the call, may or may not be
  * counted). */
 typedef struct uvtw_stats_s {
-  uint64_t timers_active;  /* loop-thread timers now active */
-  uint64_t tasks_live;     /* cross-thread tasks accepted, not yet finished */
-  uint64_t fired;          /* callbacks run, timers and tasks */
-  uint64_t driver_wakeups; /* times the driver uv_timer_t fired */
-  uint64_t cascades;       /* timers re-filed from a slot (not expired) */
-  uint64_t async_wakeups;  /* times the uv_async_t callback ran */
-  uint64_t tasks_accepted; /* submissions taken in by the loop, or cancelled
-                              before it took them in */
-  uint64_t tasks_run;      /* task callbacks run with status 0 */
+  uint64_t timers_active;    /* loop-thread timers now active */
+  uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */
+  uint64_t fired;            /* callbacks run, timers and tasks */
+  uint64_t driver_wakeups;   /* times the driver uv_timer_t fired */
+  uint64_t cascades;         /* timers re-filed from a slot (not expired) */
+  uint64_t async_wakeups;    /* times the uv_async_t callback ran */
+  uint64_t tasks_accepted;   /* submissions taken in by the loop, or cancelled
+                                before it took them in */
+  uint64_t tasks_run;        /* task callbacks run with status 0 */
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
   uint64_t queue_high_water; /* most submissions taken in one batch */
@@ -156,10 +156,10 @@ struct uvtw__link {
 struct uvtw_timer_s {
   void* data; /* public */
   /* private */
-  struct uvtw__link link_;  /* next == NULL iff inactive */
+  struct uvtw__link link_; /* next == NULL iff inactive */
   uvtw_wheel_t* wheel_;
-  uvtw_timer_cb cb_;        /* NULL until first started */
-  uint64_t deadline_;       /* loop ms, saturated */
+  uvtw_timer_cb cb_;  /* NULL until first started */
+  uint64_t deadline_; /* loop ms, saturated */
   uint64_t repeat_;
   /* (Re)start order, which breaks deadline ties, above bit 1; bit 0 is
    * set while the timer is referenced (bit 1 is the library's own).  One
@@ -200,8 +200,8 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * under way while close runs is waited for: close does not finish while
  * such a call is inside the wheel, so it either returns UV_ECANCELED
  * (submit: nothing scheduled) or UV_ENOENT (cancel: nothing ended), or
- * ends before close does (a task it submitted gets its final call).  Shutdown rule:
- * other threads must still stop calling into the wheel before cb runs: a
+ * ends before close does (a task it submitted gets its final call).  Shutdown
+ * rule: other threads must still stop calling into the wheel before cb runs: a
  * call that has not yet reached the wheel's shared state when close
  * finishes (for example one preempted on its first instructions) finds
  * the wheel freed; using the wheel after cb is undefined.  Loop thread.
@@ -263,8 +263,7 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
                                  void* arg);
 
 /* Copies the wheel's counters into *out.  Loop thread. */
-UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel,
-                                  uvtw_stats_t* out);
+UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
 
 /* An upper bound, in ms, on the q-quantile of stats->lateness (q from 0
  * to 1; clamped): the bound of the bucket that holds the callback of rank

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef _WIN32
-#include <malloc.h> /* _aligned_malloc */
+# include <malloc.h> /* _aligned_malloc */
 #endif
 
 /* The cache line that data written by different threads is kept apart by:
@@ -61,11 +61,11 @@ static inline void uvtw__line_free(void* p) {
  * other thread and so hides no race from it.  The happens-before edges
  * TSan checks are all release/acquire pairs on the words themselves. */
 #if defined(__SANITIZE_THREAD__)
-#define UVTW__TSAN 1
+# define UVTW__TSAN 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UVTW__TSAN 1
-#endif
+# if __has_feature(thread_sanitizer)
+#  define UVTW__TSAN 1
+# endif
 #endif
 
 static inline void uvtw__fence(void) {

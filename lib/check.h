@@ -9,16 +9,16 @@
 
 #include <stdio.h>
 
-#define UVTW__CHECK(who, cond, ...)                                           \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      if (out != NULL) {                                                      \
-        fprintf(out, "%s: %s: ", who, #cond);                                 \
-        fprintf(out, __VA_ARGS__);                                            \
-        fputc('\n', out);                                                     \
-      }                                                                       \
-      return -1;                                                              \
-    }                                                                         \
-  } while (0)
+#define UVTW__CHECK(who, cond, ...)                                            \
+ do {                                                                          \
+  if (!(cond)) {                                                               \
+   if (out != NULL) {                                                          \
+    fprintf(out, "%s: %s: ", who, #cond);                                      \
+    fprintf(out, __VA_ARGS__);                                                 \
+    fputc('\n', out);                                                          \
+   }                                                                           \
+   return -1;                                                                  \
+  }                                                                            \
+ } while (0)
 
 #endif /* UVTW_CHECK_H */

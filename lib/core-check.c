@@ -106,8 +106,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
         r += UVTW__WORD_BITS - 1; /* a whole empty word */
         continue;
       }
-      if (!((core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) &
-            1))
+      if (!((core->occupied[s / UVTW__WORD_BITS] >> (s % UVTW__WORD_BITS)) & 1))
         continue;
       head = &core->slots[s];
       /* The slot's block: the one in (nb, nb + ring) that is r mod ring. */
@@ -125,8 +124,8 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
       }
       u = uvtw__upper_index(s);
       CHECK(core->slot_min[u] >= first && core->slot_min[u] <= last,
-            "level %d slot %u: slot_min %llu outside its block [%llu, %llu]",
-            l, r, (unsigned long long) core->slot_min[u],
+            "level %d slot %u: slot_min %llu outside its block [%llu, %llu]", l,
+            r, (unsigned long long) core->slot_min[u],
             (unsigned long long) first, (unsigned long long) last);
       CHECK(check_list(core, head, core->slot_min[u], UVTW__NO_TICK, "slot",
                        &tally, out) == 0,
@@ -134,8 +133,8 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
       length = 0;
       for (link = head->next; link != head; link = link->next)
         length++;
-      CHECK(core->count[u] >= length, "level %d slot %u: count %u < %llu", l,
-            r, core->count[u], (unsigned long long) length);
+      CHECK(core->count[u] >= length, "level %d slot %u: count %u < %llu", l, r,
+            core->count[u], (unsigned long long) length);
     }
   }
   /* Overflow timers belong to a later top-level block than n's. */
@@ -156,15 +155,14 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
        link = link->next)
     CHECK(uvtw__core_before(link, link->next), "due list out of order");
 
-  CHECK(tally.counted == atomic_load_explicit(&core->active,
-                                              memory_order_relaxed),
+  CHECK(tally.counted ==
+            atomic_load_explicit(&core->active, memory_order_relaxed),
         "active %llu, counted %llu (tasks' not)",
         (unsigned long long) atomic_load_explicit(&core->active,
                                                   memory_order_relaxed),
         (unsigned long long) tally.counted);
   CHECK(tally.refs == core->active_ref, "active_ref %llu, counted %llu",
-        (unsigned long long) core->active_ref,
-        (unsigned long long) tally.refs);
+        (unsigned long long) core->active_ref, (unsigned long long) tally.refs);
 
   /* The next wake-up is never later than the true minimum. */
   next = uvtw__core_next_tick(core);
@@ -173,7 +171,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
           (unsigned long long) next);
   CHECK(next <= tally.min_e, "next wake-up %llu after the minimum %llu",
         (unsigned long long) next, (unsigned long long) tally.min_e);
-  CHECK(tally.count != 0 || next == UVTW__NO_TICK,
-        "empty wheel wakes at %llu", (unsigned long long) next);
+  CHECK(tally.count != 0 || next == UVTW__NO_TICK, "empty wheel wakes at %llu",
+        (unsigned long long) next);
   return 0;
 }

@@ -110,8 +110,7 @@ static inline void uvtw__core_occupy_l0(uvtw__core_t* core, size_t s) {
 
 /* Non-zero if the loop's time now_ms is a tick or more ahead of the
  * wheel's (no pass since it moved on). */
-static inline int uvtw__core_behind(const uvtw__core_t* core,
-                                    uint64_t now_ms) {
+static inline int uvtw__core_behind(const uvtw__core_t* core, uint64_t now_ms) {
   return now_ms >= core->behind_ms;
 }
 
@@ -155,8 +154,7 @@ static inline void uvtw__core_occupy(uvtw__core_t* core,
 /* The slot of level `level` for expiry tick e. */
 static inline unsigned uvtw__core_slot(unsigned level, uint64_t e) {
   return uvtw__slot_base(level) +
-         (unsigned) ((e >> uvtw__level_shift(level)) &
-                     uvtw__ring_mask(level));
+         (unsigned) ((e >> uvtw__level_shift(level)) & uvtw__ring_mask(level));
 }
 
 
@@ -218,8 +216,8 @@ static inline int uvtw__core_is_head(const uvtw__core_t* core,
 
 /* A neighbour of `t` in its list (NULL if it is alone there): another
  * timer in the same slot. */
-static inline const uvtw_timer_t* uvtw__core_neighbour(
-    const uvtw__core_t* core, const uvtw_timer_t* t) {
+static inline const uvtw_timer_t* uvtw__core_neighbour(const uvtw__core_t* core,
+                                                       const uvtw_timer_t* t) {
   const struct uvtw__link* link;
 
   link = t->link_.next;
@@ -246,8 +244,7 @@ static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   if ((uintptr_t) head < first || (uintptr_t) head > last)
     return; /* overflow, ready or due: no bitmap */
   uvtw__core_clear_bit(core,
-                       (unsigned) (((uintptr_t) head - first) /
-                                   sizeof(*head)));
+                       (unsigned) (((uintptr_t) head - first) / sizeof(*head)));
 }
 
 
@@ -426,9 +423,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
 /* a * b / d rounded up, for b < d <= 2^47 (so the result is <= a), in
  * 64-bit arithmetic: the pre-cascade's quota (core.c), which a jump of
  * more than 2^32 ticks needs; tested on its own (test-core-mul-div). */
-static inline uint64_t uvtw__mul_div_ceil(uint32_t a,
-                                          uint64_t b,
-                                          uint64_t d) {
+static inline uint64_t uvtw__mul_div_ceil(uint32_t a, uint64_t b, uint64_t d) {
   uint64_t hi;
   uint64_t q;
   uint64_t r;

@@ -108,8 +108,8 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   /* Level l >= 1 takes bit lengths up to L0_BITS + LN_BITS l, so bit index
    * b (bit length b + 1) is level ceil((b + 1 - L0_BITS) / LN_BITS). */
   for (b = 0; b < UVTW__FILE_MAX_LEN; b++) {
-    l = b < UVTW__L0_BITS ? 1 : (b + UVTW__LN_BITS - UVTW__L0_BITS) /
-                                    UVTW__LN_BITS;
+    l = b < UVTW__L0_BITS ? 1
+                          : (b + UVTW__LN_BITS - UVTW__L0_BITS) / UVTW__LN_BITS;
     core->file_levels[b].shift = (uint8_t) uvtw__level_shift(l);
     core->file_levels[b].upper_base =
         (uint16_t) uvtw__upper_index(uvtw__slot_base(l));
@@ -206,8 +206,8 @@ static uint64_t upper_block(const uvtw__core_t* core,
   uint64_t nb;
 
   nb = block_of(core->now_tick, level);
-  return nb + 1 + ((s - uvtw__slot_base(level) - (nb + 1)) &
-                   uvtw__ring_mask(level));
+  return nb + 1 +
+         ((s - uvtw__slot_base(level) - (nb + 1)) & uvtw__ring_mask(level));
 }
 
 
@@ -224,8 +224,8 @@ static unsigned level_first(const uvtw__core_t* core,
                  (unsigned) ((block_of(core->now_tick, level) + 1) &
                              uvtw__ring_mask(level)));
   if (s != UVTW__NSLOTS)
-    *tick = level == 0 ? l0_tick(core, s)
-                       : core->slot_min[uvtw__upper_index(s)];
+    *tick =
+        level == 0 ? l0_tick(core, s) : core->slot_min[uvtw__upper_index(s)];
   return s;
 }
 
@@ -267,8 +267,8 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
     count = core->count[uvtw__upper_index(s)];
     if (count <= core->precascade_chunk)
       continue;
-    step = left / ((count + core->precascade_chunk - 1) /
-                   core->precascade_chunk);
+    step =
+        left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
     if (step == 0)
       step = 1;
     if (core->now_tick + step < best)
@@ -346,8 +346,8 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
     return core->now_tick;
   earliest_slot(core, &level, &next);
   for (link = core->overflow.next; link != &core->overflow; link = link->next) {
-    e = uvtw__core_tick_of(core, uvtw__timer_of((struct uvtw__link*) link)
-                                     ->deadline_);
+    e = uvtw__core_tick_of(
+        core, uvtw__timer_of((struct uvtw__link*) link)->deadline_);
     if (e < next)
       next = e;
   }
@@ -410,11 +410,10 @@ tighten_slow(uvtw__core_t* core, int* crowded) {
     head = &core->slots[s];
     /* A timer lazily re-armed past the slot's block would make the wheel
      * wake at this block only to re-file it: re-file it now instead. */
-    block_end = level == 0 ? first
-                           : (upper_block(core, level, s)
-                              << uvtw__level_shift(level)) |
-                                 (((uint64_t) 1 << uvtw__level_shift(level)) -
-                                  1);
+    block_end =
+        level == 0 ? first
+                   : (upper_block(core, level, s) << uvtw__level_shift(level)) |
+                         (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
     /* One walk finds the minimum and whether any timer left the block;
      * it stops at once in a large slot, which keeps its early minimum. */
     min_e = UVTW__NO_TICK;
@@ -627,8 +626,8 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     if (elapsed >= left)
       quota = *count;
     else if (elapsed <= UINT32_MAX) /* the common case: 64 bits suffice */
-      quota = ((uint64_t) *count * elapsed + left + elapsed - 1) /
-              (left + elapsed);
+      quota =
+          ((uint64_t) *count * elapsed + left + elapsed - 1) / (left + elapsed);
     else
       quota = uvtw__mul_div_ceil(*count, elapsed, left + elapsed);
     head = &core->slots[s];

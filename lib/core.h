@@ -128,12 +128,12 @@ typedef struct uvtw__core_s {
   /* collected_ms + tick_ms, saturated: a loop time at or past it is a tick
    * ahead of the wheel (uvtw__core_behind). */
   uint64_t behind_ms;
-  uint64_t next_order;   /* the order_ of the next start (bit 0 clear) */
+  uint64_t next_order; /* the order_ of the next start (bit 0 clear) */
   /* Timers filed anywhere (slots, overflow, ready, due).  Only the loop
    * thread writes it; other threads may read it. */
   _Atomic uint64_t active;
-  uint64_t active_ref;     /* of them, the referenced ones */
-  uint64_t cascades;       /* timers re-filed from a slot, not expired */
+  uint64_t active_ref; /* of them, the referenced ones */
+  uint64_t cascades;   /* timers re-filed from a slot, not expired */
   /* UVTW__PRECASCADE_CHUNK; the model test lowers it, to check the
    * invariants after every small pre-cascade step. */
   uint32_t precascade_chunk;
@@ -256,8 +256,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out);
 static inline void uvtw__core_validate(const uvtw__core_t* core) {
 #ifdef UVTW_CHECK_INVARIANTS
   if (uvtw__core_check(core, stderr) != 0)
-    uvtw__abort_at(__FILE__, __LINE__,
-                   "uvtw__core_check failed after a pass");
+    uvtw__abort_at(__FILE__, __LINE__, "uvtw__core_check failed after a pass");
 #else
   (void) core;
 #endif

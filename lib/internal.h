@@ -128,8 +128,8 @@ struct uvtw_wheel_s {
    * the sum less tasks_dispatched: no counter of their own. */
   uint64_t late_bits[64];
   uint64_t tasks_dispatched; /* loop-thread runs and pool hand-offs */
-  int virtual_time; /* options.virtual_time: set at creation only */
-  int advancing;    /* inside uvtw_wheel_advance */
+  int virtual_time;          /* options.virtual_time: set at creation only */
+  int advancing;             /* inside uvtw_wheel_advance */
   /* A virtual wheel's clock, loop thread only: never goes back. */
   uint64_t virtual_now;
   /* The same value for uvtw_submit on other threads, stored by the loop

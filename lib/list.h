@@ -10,8 +10,8 @@
 
 #include "uvtw.h"
 
-#define uvtw__container_of(ptr, type, member)                                 \
-  ((type*) ((char*) (ptr) - offsetof(type, member)))
+#define uvtw__container_of(ptr, type, member)                                  \
+ ((type*) ((char*) (ptr) -offsetof(type, member)))
 
 static inline void uvtw__list_init(struct uvtw__link* head) {
   head->next = head;

@@ -46,8 +46,8 @@ static uint64_t stacked_free(const uvtw__pool_t* pool) {
   uint64_t n;
 
   n = 0;
-  batch = (uint32_t) atomic_load_explicit(&pool->free_head,
-                                          memory_order_acquire);
+  batch =
+      (uint32_t) atomic_load_explicit(&pool->free_head, memory_order_acquire);
   while (batch != 0) {
     node = uvtw__pool_node_at(pool, batch - 1);
     batch = atomic_load_explicit(&node->batch_next, memory_order_relaxed);
@@ -80,8 +80,8 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   for (i = 0; i < nodes; i++) {
     node = uvtw__pool_node_at(&tasks->pool, (uint32_t) i);
     /* A producer takes an index before it publishes the index's chunk. */
-    CHECK(node != NULL || !quiescent, "node %" PRIu64
-          " below bump has no chunk", i);
+    CHECK(node != NULL || !quiescent,
+          "node %" PRIu64 " below bump has no chunk", i);
     if (node == NULL)
       continue;
     word = atomic_load_explicit(&node->state, memory_order_acquire);
@@ -89,8 +89,8 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
     /* A retired node (no generation left, task-pool.c) is FREE with
      * generation 0, and in no list. */
     tally.free += STATE(word) == T_FREE && GEN(word) != 0;
-    CHECK(!node->held || STATE(word) != T_FREE, "node %" PRIu64
-          " is held and free", i);
+    CHECK(!node->held || STATE(word) != T_FREE,
+          "node %" PRIu64 " is held and free", i);
     CHECK((node->location == AT_POOL) == (node->work != NULL),
           "node %" PRIu64 ": location %u, work %p", i, node->location,
           (void*) node->work);
@@ -98,8 +98,8 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
     case AT_NONE:
       break;
     case AT_WHEEL:
-      CHECK(uvtw__task_owns(&node->timer), "node %" PRIu64
-            ": a timer not the tasks'", i);
+      CHECK(uvtw__task_owns(&node->timer),
+            "node %" PRIu64 ": a timer not the tasks'", i);
       /* A cancelled task whose timer the pass took out waits there for
        * its notice (uvtw__task_fire). */
       CHECK(node->timer.link_.next != NULL || STATE(word) == T_CANCELLED,
@@ -111,8 +111,8 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
       tally.at_pool++;
       break;
     case AT_FINAL_LIST:
-      CHECK(STATE(word) == T_CLOSED, "node %" PRIu64
-            " owed a final call in state %u", i, STATE(word));
+      CHECK(STATE(word) == T_CLOSED,
+            "node %" PRIu64 " owed a final call in state %u", i, STATE(word));
       tally.at_final++;
       break;
     default:
@@ -122,16 +122,16 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   CHECK(tally.held == tasks->held, "held %" PRIu64 ", nodes held %" PRIu64,
         tasks->held, tally.held);
   filed = atomic_load_explicit(&tasks->filed, memory_order_relaxed);
-  CHECK(tally.at_wheel == filed, "filed %" PRIu64 ", nodes in the wheel %"
-        PRIu64, filed, tally.at_wheel);
+  CHECK(tally.at_wheel == filed,
+        "filed %" PRIu64 ", nodes in the wheel %" PRIu64, filed,
+        tally.at_wheel);
   CHECK(tally.at_pool == list_length(&tasks->in_pool),
         "threadpool list %" PRIu64 ", nodes on the pool %" PRIu64,
         list_length(&tasks->in_pool), tally.at_pool);
   CHECK(tally.at_final == list_length(&tasks->final),
         "final list %" PRIu64 ", nodes owed a final call %" PRIu64,
         list_length(&tasks->final), tally.at_final);
-  CHECK(tasks->holds_loop == uvtw__tasks_hold_wanted(wheel) ||
-            wheel->closing,
+  CHECK(tasks->holds_loop == uvtw__tasks_hold_wanted(wheel) || wheel->closing,
         "holds_loop %d with held %" PRIu64 ", backlog %d", tasks->holds_loop,
         tasks->held, tasks->backlog);
   if (!quiescent)
@@ -141,8 +141,7 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next)
     cached += rec->ncache;
-  CHECK(tally.free == stacked_free(&tasks->pool) + cached +
-                          tasks->pool.nfreed,
+  CHECK(tally.free == stacked_free(&tasks->pool) + cached + tasks->pool.nfreed,
         "free nodes %" PRIu64 ": on the stack %" PRIu64 ", in caches %" PRIu64
         ", in the loop's batch %u",
         tally.free, stacked_free(&tasks->pool), cached, tasks->pool.nfreed);

@@ -12,13 +12,14 @@
  * loop).  The two fences are a Dekker pair: of a call and close, at least one
  * sees the other's write.  So a submit either sees CLOSING after its fence and
  * takes back the task it published (UV_ECANCELED) unless the loop took it in,
- * or close drains its task and gives it its final call; a cancel either sees CLOSED (UV_ENOENT:
- * nothing is left) or is waited for.  Leaving is a release store, read with
- * acquire by close, and by a thread that adopts the record of an exited one (an
- * acq_rel read-modify-write of `calls`): each sees what the call did.  What
- * close cannot wait for is a call that has not marked itself yet when close
- * finishes: the wheel, its pool and its records are freed after the close
- * callback, so other threads must have stopped calling by then (uvtw.h).
+ * or close drains its task and gives it its final call; a cancel either sees
+ * CLOSED (UV_ENOENT: nothing is left) or is waited for.  Leaving is a release
+ * store, read with acquire by close, and by a thread that adopts the record of
+ * an exited one (an acq_rel read-modify-write of `calls`): each sees what the
+ * call did.  What close cannot wait for is a call that has not marked itself
+ * yet when close finishes: the wheel, its pool and its records are freed after
+ * the close callback, so other threads must have stopped calling by then
+ * (uvtw.h).
  *
  * The store-then-load pairs, correct on weakly ordered CPUs as well as on
  * x86:
@@ -71,8 +72,8 @@ static void run_finals(uvtw_wheel_t* wheel) {
   uint64_t word;
 
   while (!uvtw__list_empty(&wheel->tasks.final)) {
-    node = task_of(uvtw__container_of(wheel->tasks.final.next, uvtw_timer_t,
-                                      link_));
+    node = task_of(
+        uvtw__container_of(wheel->tasks.final.next, uvtw_timer_t, link_));
     UVTW__ASSERT(node->location == AT_FINAL_LIST);
     uvtw__list_remove(&node->timer.link_);
     node->location = AT_NONE;
@@ -108,8 +109,8 @@ static int calls_inside(uvtw__tasks_t* tasks) {
    * full one anyway (it also orders the wake-up), so a submit needs no
    * more. */
   uvtw__fence_heavy();
-  inside = atomic_load_explicit(&tasks->calls_shared,
-                                memory_order_acquire) != 0;
+  inside =
+      atomic_load_explicit(&tasks->calls_shared, memory_order_acquire) != 0;
   for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next) {
     calls = atomic_load_explicit(&rec->calls, memory_order_acquire);

@@ -96,7 +96,8 @@ static int gen_reserve(uvtw__task_t* node, uint64_t n, uint64_t* gen) {
 
 
 /* Links nodes[0..n) by free_next into one batch and pushes it. */
-void uvtw__pool_give_batch(uvtw__pool_t* pool, uvtw__task_t** nodes,
+void uvtw__pool_give_batch(uvtw__pool_t* pool,
+                           uvtw__task_t** nodes,
                            unsigned n) {
   uvtw__task_t* first;
   uint64_t head;
@@ -114,8 +115,8 @@ void uvtw__pool_give_batch(uvtw__pool_t* pool, uvtw__task_t** nodes,
     atomic_store_explicit(&first->batch_next, (uint32_t) head,
                           memory_order_relaxed);
     next = (((head >> 32) + 1) << 32) | (first->index + 1);
-  } while (!atomic_compare_exchange_weak_explicit(&pool->free_head, &head,
-                                                  next, memory_order_release,
+  } while (!atomic_compare_exchange_weak_explicit(&pool->free_head, &head, next,
+                                                  memory_order_release,
                                                   memory_order_relaxed));
 }
 

@@ -29,7 +29,7 @@ typedef struct uvtw__work_s uvtw__work_t;
 #define UVTW__CHUNK0 256u
 #define UVTW__CHUNKS 20
 
-_Static_assert((uint64_t) UVTW__CHUNK0 * ((1u << UVTW__CHUNKS) - 1) <=
+_Static_assert((uint64_t) UVTW__CHUNK0*((1u << UVTW__CHUNKS) - 1) <=
                    (uint64_t) 1 << UVTW__INDEX_BITS,
                "every node index fits in an id");
 
@@ -45,10 +45,10 @@ typedef struct uvtw__pool_s {
   UVTW__PAD(pad_); /* chunks[] is read by every cancel: not on that line */
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned, under grow_lock */
-  _Atomic uint64_t bump;     /* next never-used node index */
-  _Atomic uint64_t capacity; /* nodes in the published chunks */
-  uv_mutex_t grow_lock;      /* slow path only: allocating a chunk */
-  unsigned nchunks;          /* under grow_lock */
+  _Atomic uint64_t bump;         /* next never-used node index */
+  _Atomic uint64_t capacity;     /* nodes in the published chunks */
+  uv_mutex_t grow_lock;          /* slow path only: allocating a chunk */
+  unsigned nchunks;              /* under grow_lock */
   /* Loop thread only: released, not yet on the free stack. */
   unsigned nfreed;
   uvtw__task_t* freed[UVTW__BATCH];
@@ -108,7 +108,6 @@ static inline unsigned uvtw__pool_chunk_of(uint32_t index, uint64_t* offset) {
 }
 
 
-
 /* The node with this index, or NULL if its chunk does not exist (an id
  * that was never issued).  Any thread. */
 static inline uvtw__task_t* uvtw__pool_node_at(const uvtw__pool_t* pool,
@@ -140,7 +139,8 @@ unsigned uvtw__pool_alloc_new(uvtw__pool_t* pool,
 unsigned uvtw__pool_take_batch(uvtw__pool_t* pool, uvtw__task_t** out);
 
 /* Pushes n (1..UVTW__BATCH) free nodes as one batch.  Any thread. */
-void uvtw__pool_give_batch(uvtw__pool_t* pool, uvtw__task_t** nodes,
+void uvtw__pool_give_batch(uvtw__pool_t* pool,
+                           uvtw__task_t** nodes,
                            unsigned n);
 
 /* The generation that the next use of an ended node carries, whose last

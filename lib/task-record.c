@@ -32,10 +32,10 @@
 #include "task-record.h"
 
 #if defined(__linux__) && !defined(UVTW__TSAN)
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#define UVTW__MEMBARRIER 1
+# include <linux/membarrier.h>
+# include <sys/syscall.h>
+# include <unistd.h>
+# define UVTW__MEMBARRIER 1
 #endif
 
 
@@ -85,8 +85,8 @@ static uvtw__block_t* block_new(uvtw__record_t* rec) {
   uvtw__block_t* b;
 
   if (rec->spare == NULL)
-    rec->spare = atomic_exchange_explicit(&rec->returned, NULL,
-                                          memory_order_acquire);
+    rec->spare =
+        atomic_exchange_explicit(&rec->returned, NULL, memory_order_acquire);
   b = rec->spare;
   if (b != NULL) {
     rec->spare = atomic_load_explicit(&b->next, memory_order_relaxed);
@@ -118,8 +118,7 @@ static uvtw__record_t* record_new(uvtw_wheel_t* wheel) {
   rec->rblock = rec->wblock;
   atomic_init(&rec->owner, &uvtw__tls.token);
   atomic_init(&rec->calls, 1);
-  rec->next = atomic_load_explicit(&wheel->tasks.records,
-                                   memory_order_relaxed);
+  rec->next = atomic_load_explicit(&wheel->tasks.records, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(
       &wheel->tasks.records, &rec->next, rec, memory_order_release,
       memory_order_relaxed))
@@ -271,16 +270,16 @@ int uvtw__records_busy(uvtw__tasks_t* tasks) {
  * back to the owner, or is freed if the owner has spares enough.  Nobody
  * else refers to it: only the loop reads a block, and only the owner
  * writes one, the one it fills (retract), which the loop has not passed. */
-void uvtw__record_block_return(uvtw__record_t* rec,
-                               uvtw__block_t* b) {
+void uvtw__record_block_return(uvtw__record_t* rec, uvtw__block_t* b) {
   uvtw__block_t* top;
   uint64_t handed;
   unsigned i;
 
   handed = atomic_load_explicit(&rec->blocks_handed, memory_order_relaxed);
   /* A stale blocks_reused only makes the loop free a block early. */
-  if (handed - atomic_load_explicit(&rec->blocks_reused,
-                                    memory_order_relaxed) >= SPARE_BLOCKS) {
+  if (handed -
+          atomic_load_explicit(&rec->blocks_reused, memory_order_relaxed) >=
+      SPARE_BLOCKS) {
     atomic_fetch_sub_explicit(&rec->nblocks, 1, memory_order_relaxed);
     uvtw__line_free(b);
     return;
@@ -291,9 +290,8 @@ void uvtw__record_block_return(uvtw__record_t* rec,
   top = atomic_load_explicit(&rec->returned, memory_order_relaxed);
   do
     atomic_store_explicit(&b->next, top, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&rec->returned, &top, b,
-                                                memory_order_release,
-                                                memory_order_relaxed));
+  while (!atomic_compare_exchange_weak_explicit(
+      &rec->returned, &top, b, memory_order_release, memory_order_relaxed));
 }
 
 
@@ -329,8 +327,7 @@ static uint64_t ends(const uvtw__tasks_t* tasks) {
  * smallest count, which still counts every task live throughout.
  * `between` (tests only; NULL otherwise) runs between E1 and S on the
  * first try, to stand in for a reader descheduled there. */
-uint64_t uvtw__records_live(const uvtw__tasks_t* tasks,
-                            void (*between)(void)) {
+uint64_t uvtw__records_live(const uvtw__tasks_t* tasks, void (*between)(void)) {
   uvtw__record_t* rec;
   uint64_t ended;
   uint64_t submitted;
@@ -346,8 +343,7 @@ uint64_t uvtw__records_live(const uvtw__tasks_t* tasks,
     submitted = 0;
     for (rec = atomic_load_explicit(&tasks->records, memory_order_seq_cst);
          rec != NULL; rec = rec->next)
-      submitted +=
-          atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
+      submitted += atomic_load_explicit(&rec->submitted, memory_order_seq_cst);
     live = submitted > ended ? submitted - ended : 0;
     if (ends(tasks) == ended)
       return live;
@@ -371,16 +367,16 @@ static void free_chain(uvtw__block_t* b) {
 
 void uvtw__records_init(uvtw__tasks_t* tasks) {
   tasks->loop_thread = &uvtw__tls.token;
-  tasks->serial = atomic_fetch_add_explicit(&wheel_serials, 1,
-                                            memory_order_relaxed) + 1;
+  tasks->serial =
+      atomic_fetch_add_explicit(&wheel_serials, 1, memory_order_relaxed) + 1;
 }
 
 
 void uvtw__records_free(uvtw__tasks_t* tasks) {
   uvtw__record_t* rec;
 
-  while ((rec = atomic_load_explicit(&tasks->records,
-                                     memory_order_relaxed)) != NULL) {
+  while ((rec = atomic_load_explicit(&tasks->records, memory_order_relaxed)) !=
+         NULL) {
     atomic_store_explicit(&tasks->records, rec->next, memory_order_relaxed);
     /* Each block is in the queue, the returned stack or the spare list. */
     free_chain(rec->rblock);
@@ -395,8 +391,8 @@ uint64_t uvtw__records_taken_back(const uvtw__tasks_t* tasks) {
   uvtw__record_t* rec;
   uint64_t taken_back;
 
-  taken_back = atomic_load_explicit(&tasks->taken_back_shared,
-                                   memory_order_relaxed);
+  taken_back =
+      atomic_load_explicit(&tasks->taken_back_shared, memory_order_relaxed);
   for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);
        rec != NULL; rec = rec->next)
     taken_back += atomic_load_explicit(&rec->taken_back, memory_order_relaxed);

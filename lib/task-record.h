@@ -18,8 +18,7 @@
  * producer writes ids, only the loop reads them (8 per cache line), and a
  * consumed block goes back to its producer.  Slot values: 0 not written
  * yet, an id, or TOMBSTONE. */
-#define UVTW__BLOCK_IDS                                                       \
-  ((4096 - 2 * sizeof(uint64_t)) / sizeof(uint64_t))
+#define UVTW__BLOCK_IDS ((4096 - 2 * sizeof(uint64_t)) / sizeof(uint64_t))
 
 typedef struct uvtw__block_s uvtw__block_t;
 struct uvtw__block_s {
@@ -51,12 +50,12 @@ struct uvtw__record_s {
    * (+1 on entry, +1 on leaving, release): close waits for it
    * (task-close.c). */
   _Atomic uint64_t calls;
-  _Atomic uint64_t ended;                  /* tasks ended by a cancel here */
+  _Atomic uint64_t ended;      /* tasks ended by a cancel here */
   _Atomic uint64_t taken_back; /* of those, before the loop took them in */
-  uvtw__block_t* wblock;      /* the block being filled */
-  unsigned widx;              /* its next slot */
+  uvtw__block_t* wblock;       /* the block being filled */
+  unsigned widx;               /* its next slot */
   unsigned ncache;
-  uvtw__block_t* spare;       /* consumed blocks, ready for reuse */
+  uvtw__block_t* spare; /* consumed blocks, ready for reuse */
   /* Blocks taken from `spare` (the loop's handed_back minus this is about
    * how many wait there or in `returned`). */
   _Atomic uint64_t blocks_reused;
@@ -64,8 +63,8 @@ struct uvtw__record_s {
   /* The loop's. */
   /* Consumed blocks, for the owner. */
   _Alignas(UVTW__LINE) uvtw__block_t* _Atomic returned;
-  uvtw__block_t* rblock; /* the block being read */
-  unsigned ridx;         /* its next slot */
+  uvtw__block_t* rblock;          /* the block being read */
+  unsigned ridx;                  /* its next slot */
   _Atomic uint64_t blocks_handed; /* blocks pushed on `returned` */
   /* Blocks allocated and not freed: the owner adds, the loop subtracts. */
   _Atomic uint64_t nblocks;
@@ -110,8 +109,7 @@ extern _Thread_local uvtw__tls_t uvtw__tls
 uvtw__record_t* uvtw__record_enter_search(uvtw_wheel_t* wheel);
 /* A free node from the record's cache, refilled from the pool; NULL when
  * out of memory. */
-uvtw__task_t* uvtw__record_cache_get(uvtw__tasks_t* tasks,
-                                     uvtw__record_t* rec);
+uvtw__task_t* uvtw__record_cache_get(uvtw__tasks_t* tasks, uvtw__record_t* rec);
 /* A FREE node back into the record's cache. */
 void uvtw__record_cache_put(uvtw__tasks_t* tasks,
                             uvtw__record_t* rec,
@@ -127,8 +125,7 @@ int uvtw__records_busy(uvtw__tasks_t* tasks);
 /* Live tasks, counted over the records (any thread): never misses a task
  * live throughout the call; exact unless tasks kept ending during each of
  * its tries.  `between`: NULL, or a test's stand-in for a preemption. */
-uint64_t uvtw__records_live(const uvtw__tasks_t* tasks,
-                            void (*between)(void));
+uint64_t uvtw__records_live(const uvtw__tasks_t* tasks, void (*between)(void));
 /* Tasks cancelled before the loop took them in, over the records. */
 uint64_t uvtw__records_taken_back(const uvtw__tasks_t* tasks);
 /* Gives the wheel its serial and its loop thread (the calling one). */

@@ -91,7 +91,7 @@ enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
  * `cancelled`). */
 #define COUNTED ((uint64_t) 0x2000)
 #define QUEUE_FLAGS (IN_QUEUE | IN_STACK | NOTICE)
-#define STATE(word) ((unsigned) ((word) & STATE_MASK))
+#define STATE(word) ((unsigned) ((word) &STATE_MASK))
 #define GEN_SHIFT 16
 #define GEN(word) ((word) >> GEN_SHIFT)
 #define WITH_STATE(word, st) (((word) & ~STATE_MASK) | (st))
@@ -106,8 +106,8 @@ static inline unsigned legal_moves(unsigned st) {
       [T_FREE] = 0,
       [T_PENDING] = S(T_QUEUED) | S(T_RUNNING) | S(T_CANCELLED) | S(T_CLOSED),
       [T_QUEUED] = S(T_RUNNING) | S(T_CANCELLED) | S(T_CLOSED),
-      [T_RUNNING] = S(T_PENDING) | S(T_STOPPING) | S(T_CANCELLED) |
-                    S(T_DONE) | S(T_CLOSED),
+      [T_RUNNING] = S(T_PENDING) | S(T_STOPPING) | S(T_CANCELLED) | S(T_DONE) |
+                    S(T_CLOSED),
       [T_STOPPING] = S(T_DONE),
       [T_CANCELLED] = 0,
       [T_DONE] = 0,
@@ -116,7 +116,6 @@ static inline unsigned legal_moves(unsigned st) {
 
   return moves[st];
 }
-
 
 
 static inline uvtw__task_t* task_of(uvtw_timer_t* timer) {

@@ -12,7 +12,7 @@
  * fence (test-task-withdraw builds this file with its own); nothing in
  * the library. */
 #ifndef UVTW__TEST_BEFORE_FENCE
-#define UVTW__TEST_BEFORE_FENCE() ((void) 0)
+# define UVTW__TEST_BEFORE_FENCE() ((void) 0)
 #endif
 
 
@@ -44,9 +44,9 @@ static int submit_inside(uvtw_wheel_t* wheel,
     do
       if (n >= tasks->max_tasks)
         return UV_ENOSPC;
-    while (!atomic_compare_exchange_weak_explicit(
-        &tasks->reserved, &n, n + 1, memory_order_relaxed,
-        memory_order_relaxed));
+    while (!atomic_compare_exchange_weak_explicit(&tasks->reserved, &n, n + 1,
+                                                  memory_order_relaxed,
+                                                  memory_order_relaxed));
   }
   node = uvtw__record_cache_get(tasks, rec);
   if (node == NULL) {
@@ -143,10 +143,10 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   if (wheel->tasks.virtual_clock == NULL)
     start_ms = uv_hrtime() / 1000000;
   else
-    start_ms = atomic_load_explicit(wheel->tasks.virtual_clock,
-                                    memory_order_relaxed);
-  deadline_ms = start_ms + delay_ms < start_ms ? UINT64_MAX
-                                               : start_ms + delay_ms;
+    start_ms =
+        atomic_load_explicit(wheel->tasks.virtual_clock, memory_order_relaxed);
+  deadline_ms =
+      start_ms + delay_ms < start_ms ? UINT64_MAX : start_ms + delay_ms;
   if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
       CLOSING)
     return UV_ECANCELED;
@@ -154,8 +154,8 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   if (rec == NULL) {
     /* No record: out of memory, or close began (enter's search looked,
      * after a seq_cst read-modify-write). */
-    err = atomic_load_explicit(&wheel->tasks.close_word,
-                               memory_order_seq_cst) & CLOSING
+    err = atomic_load_explicit(&wheel->tasks.close_word, memory_order_seq_cst) &
+                  CLOSING
               ? UV_ECANCELED
               : UV_ENOMEM;
     leave(wheel, rec);
@@ -183,8 +183,8 @@ int uvtw_submit(uvtw_wheel_t* wheel,
      * wake_loop. */
     UVTW__TEST_BEFORE_FENCE();
     publish_fence();
-    if (atomic_load_explicit(&wheel->tasks.close_word,
-                             memory_order_relaxed) & CLOSING)
+    if (atomic_load_explicit(&wheel->tasks.close_word, memory_order_relaxed) &
+        CLOSING)
       err = withdraw(wheel, rec, node, id_of(node, gen));
     else
       wake_loop(wheel);
@@ -212,9 +212,9 @@ static void count_taken_back(uvtw__tasks_t* tasks, uvtw__record_t* rec) {
  * it; by a CAS, since the slot may be another thread's, and reused by now
  * (ids are never reused, so a reused slot never matches). */
 static void take_back(uvtw__tasks_t* tasks,
-                    uvtw__record_t* rec,
-                    uvtw__task_t* node,
-                    uvtw_id_t id) {
+                      uvtw__record_t* rec,
+                      uvtw__task_t* node,
+                      uvtw_id_t id) {
   _Atomic uint64_t* slot;
 
   slot = node->q.slot;
@@ -244,9 +244,8 @@ static void stack_push(uvtw__task_t* _Atomic* top, uvtw__task_t* node) {
   head = atomic_load_explicit(top, memory_order_relaxed);
   do
     atomic_store_explicit(&node->q.queue_next, head, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(top, &head, node,
-                                                memory_order_release,
-                                                memory_order_relaxed));
+  while (!atomic_compare_exchange_weak_explicit(
+      top, &head, node, memory_order_release, memory_order_relaxed));
 }
 
 
@@ -332,8 +331,7 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   err = UV_ENOENT;
   if (!(atomic_load_explicit(&tasks->close_word, memory_order_relaxed) &
         CLOSED)) {
-    node = uvtw__pool_node_at(&tasks->pool,
-                              (uint32_t) (id >> UVTW__GEN_BITS));
+    node = uvtw__pool_node_at(&tasks->pool, (uint32_t) (id >> UVTW__GEN_BITS));
     if (node != NULL) {
       ended = 0;
       err = cancel_node(wheel, rec, node, id, &ended);

@@ -67,8 +67,7 @@ int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel) {
    * is held, so held >= filed.  Asked only when something holds, so that
    * an ordinary wheel with no task pays nothing after each pass. */
   if (want && wheel->virtual_time)
-    want = wheel->tasks.held > uvtw__tasks_filed(wheel) ||
-           wheel->tasks.backlog;
+    want = wheel->tasks.held > uvtw__tasks_filed(wheel) || wheel->tasks.backlog;
   return want;
 }
 
@@ -115,8 +114,8 @@ void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
  * (uvtw__tasks_may_be_busy). */
 void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
   uvtw__pool_flush(&wheel->tasks.pool);
-  wheel->tasks.backlog |= atomic_load_explicit(&wheel->tasks.wake_pending,
-                                               memory_order_relaxed);
+  wheel->tasks.backlog |=
+      atomic_load_explicit(&wheel->tasks.wake_pending, memory_order_relaxed);
   hold_sync(wheel);
 }
 
@@ -125,7 +124,7 @@ void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
  * core.  One writer (the loop thread): a relaxed load and store. */
 static void count_filed(uvtw_wheel_t* wheel, int delta) {
   uvtw__own_add(&wheel->tasks.filed, (uint64_t) (int64_t) delta,
-          memory_order_relaxed);
+                memory_order_relaxed);
 }
 
 
@@ -188,8 +187,8 @@ void uvtw__tasks_release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 /* Moves a waiting task to CLOSED and queues its final call.  Returns 0 if a
  * cancel won the race instead. */
 int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
-                            uvtw__task_t* node,
-                            unsigned from) {
+                                 uvtw__task_t* node,
+                                 unsigned from) {
   uint64_t word;
 
   UVTW__ASSERT(node->location == AT_NONE);
@@ -202,8 +201,7 @@ int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
 
 
 static int is_pool(uvtw__task_t* node) {
-  return (atomic_load_explicit(&node->state, memory_order_relaxed) & POOL) !=
-         0;
+  return (atomic_load_explicit(&node->state, memory_order_relaxed) & POOL) != 0;
 }
 
 
@@ -294,8 +292,8 @@ static void take_slot(uvtw_wheel_t* wheel, uvtw_id_t id) {
   uint64_t word;
   uint64_t flag;
 
-  node = uvtw__pool_node_at(&wheel->tasks.pool,
-                            (uint32_t) (id >> UVTW__GEN_BITS));
+  node =
+      uvtw__pool_node_at(&wheel->tasks.pool, (uint32_t) (id >> UVTW__GEN_BITS));
   if (node == NULL)
     UVTW__UNREACHABLE(); /* a submitted node's chunk is published */
   word = atomic_load_explicit(&node->state, memory_order_acquire);
@@ -389,9 +387,8 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
 
   tasks = &wheel->tasks;
   first = atomic_load_explicit(&tasks->records, memory_order_acquire);
-  count = take_stack(
-      wheel, atomic_exchange_explicit(&tasks->notices, NULL,
-                                      memory_order_acquire));
+  count = take_stack(wheel, atomic_exchange_explicit(&tasks->notices, NULL,
+                                                     memory_order_acquire));
   records = 0;
   for (rec = first; rec != NULL; rec = rec->next)
     records++;
@@ -454,8 +451,9 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   UVTW__ASSERT(node->location == AT_WHEEL);
   pool = is_pool(node);
   w = NULL;
-  if (pool && STATE(atomic_load_explicit(&node->state,
-                                         memory_order_relaxed)) == T_PENDING &&
+  if (pool &&
+      STATE(atomic_load_explicit(&node->state, memory_order_relaxed)) ==
+          T_PENDING &&
       (w = work_get(&wheel->tasks, node)) == NULL) {
     /* Out of memory for the request: the task stays PENDING and tries
      * again a millisecond later (never early, never lost). */

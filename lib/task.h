@@ -33,9 +33,9 @@ struct uvtw__work_s {
   uv_work_t req;
   uvtw__task_t* node;
   uvtw__work_t* next_free;
-  uint64_t dispatch_ms; /* loop time of the run now in flight */
+  uint64_t dispatch_ms;    /* loop time of the run now in flight */
   uint8_t ran;             /* the pool thread ran cb; read in after_work */
-  uint8_t stopped; /* ended by work_cb after a cancel's UV_EBUSY */
+  uint8_t stopped;         /* ended by work_cb after a cancel's UV_EBUSY */
   uint8_t uv_cancel_asked; /* at close */
 };
 
@@ -86,20 +86,20 @@ typedef struct uvtw__tasks_s {
   uvtw__pool_t pool;
 
   /* Loop thread only. */
-  int holds_loop;          /* the async handle is referenced for tasks */
-  int backlog;             /* the last drain left ids in a queue */
-  int woken;               /* the async callback has run: tasks may exist */
-  uint64_t held;           /* tasks taken in (or submitted here), not ended */
+  int holds_loop;            /* the async handle is referenced for tasks */
+  int backlog;               /* the last drain left ids in a queue */
+  int woken;                 /* the async callback has run: tasks may exist */
+  uint64_t held;             /* tasks taken in (or submitted here), not ended */
   struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
   uvtw__work_t* free_works;  /* idle threadpool requests */
-  struct uvtw__link final; /* nodes owed their final UV_ECANCELED call */
+  struct uvtw__link final;   /* nodes owed their final UV_ECANCELED call */
   /* Task timers active in the core (whose `active` counts every timer):
    * the core's count minus this is the user timers'.  Written by the loop
    * thread only, read by any (uvtw_wheel_pending). */
   _Atomic uint64_t filed;
   _Atomic uint64_t loop_ended; /* tasks the loop ended; one writer */
   uint64_t accepted;
-  uint64_t run;      /* task callbacks run with status 0 */
+  uint64_t run; /* task callbacks run with status 0 */
   uint64_t cancelled;
   uint64_t closed;
   uint64_t high_water;

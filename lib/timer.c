@@ -76,9 +76,8 @@ waits_with_neighbour(const uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
   const uvtw_timer_t* other;
 
   other = uvtw__core_neighbour(&wheel->core, timer);
-  return other != NULL &&
-         uvtw__core_tick_of(&wheel->core, other->deadline_) ==
-             wheel->driver.armed_tick;
+  return other != NULL && uvtw__core_tick_of(&wheel->core, other->deadline_) ==
+                              wheel->driver.armed_tick;
 }
 
 
@@ -104,8 +103,8 @@ static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
     uvtw__core_catch_up(core, now);
   /* If the driver is armed for this timer, re-arm it after the move, so
    * that it does not wake for nothing. */
-  waited_for = uvtw__driver_waits_for(
-      wheel, uvtw__core_tick_of(core, timer->deadline_));
+  waited_for =
+      uvtw__driver_waits_for(wheel, uvtw__core_tick_of(core, timer->deadline_));
   e = uvtw__core_start(core, timer, deadline);
   uvtw__driver_slot_left(wheel); /* it left its slot */
   /* The timer was active and stays so: active_ref, hence the driver's ref

@@ -22,14 +22,14 @@ __attribute__((noreturn, cold, unused)) static void uvtw__abort_at(
 }
 
 #ifdef NDEBUG
-#define UVTW__ASSERT(expr) ((void) sizeof(!(expr)))
+# define UVTW__ASSERT(expr) ((void) sizeof(!(expr)))
 #else
-#define UVTW__ASSERT(expr)                                                    \
-  ((expr) ? (void) 0                                                          \
+# define UVTW__ASSERT(expr)                                                    \
+  ((expr) ? (void) 0                                                           \
           : uvtw__abort_at(__FILE__, __LINE__, "assertion failed: " #expr))
 #endif
 
-#define UVTW__UNREACHABLE()                                                   \
-  uvtw__abort_at(__FILE__, __LINE__, "unreachable code reached")
+#define UVTW__UNREACHABLE()                                                    \
+ uvtw__abort_at(__FILE__, __LINE__, "unreachable code reached")
 
 #endif /* UVTW_ASSERT_H */

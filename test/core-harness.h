@@ -18,7 +18,7 @@
 
 #define H_TIMERS 96
 #define H_MAX_FIRES H_TIMERS /* a timer fires at most once a pass */
-#define H_MAX_OPS 3       /* per callback */
+#define H_MAX_OPS 3          /* per callback */
 
 typedef struct {
   int active;
@@ -28,8 +28,8 @@ typedef struct {
 } model_timer_t;
 
 typedef struct {
-  int kind;  /* 0 start, 1 stop */
-  int lazy;  /* a start may re-arm lazily */
+  int kind; /* 0 start, 1 stop */
+  int lazy; /* a start may re-arm lazily */
   int index;
   uint64_t timeout;
   uint64_t repeat;
@@ -56,13 +56,12 @@ struct harness_s {
   const char* failure;
 };
 
-#define H_FAIL(h, msg)                                                        \
-  do {                                                                        \
-    fprintf(stderr, "%s:%d: %s (now %llu, tick %llu)\n", __FILE__, __LINE__,  \
-            msg, (unsigned long long) (h)->now,                               \
-            (unsigned long long) (h)->tick);                                  \
-    abort();                                                                  \
-  } while (0)
+#define H_FAIL(h, msg)                                                         \
+ do {                                                                          \
+  fprintf(stderr, "%s:%d: %s (now %llu, tick %llu)\n", __FILE__, __LINE__,     \
+          msg, (unsigned long long) (h)->now, (unsigned long long) (h)->tick); \
+  abort();                                                                     \
+ } while (0)
 
 
 static void h_check_wheel(harness_t* h) {
@@ -112,8 +111,6 @@ static void h_check(harness_t* h) {
 }
 
 
-
-
 /* A timeout from 0 to UINT64_MAX, most of them small. */
 static uint64_t h_timeout(harness_t* h) {
   switch (h->draw(h, 8)) {
@@ -136,7 +133,9 @@ static uint64_t h_timeout(harness_t* h) {
 }
 
 
-static void h_model_start(harness_t* h, int i, uint64_t timeout,
+static void h_model_start(harness_t* h,
+                          int i,
+                          uint64_t timeout,
                           uint64_t repeat) {
   h->model[i].active = 1;
   h->model[i].deadline = h_sat_add(h->now, timeout);
@@ -225,8 +224,7 @@ static void h_model_pass(harness_t* h) {
   now_tick = h->now / h->tick;
   ndue = 0;
   for (i = 0; i < H_TIMERS; i++)
-    if (h->model[i].active &&
-        h_model_tick(h, h->model[i].deadline) <= now_tick)
+    if (h->model[i].active && h_model_tick(h, h->model[i].deadline) <= now_tick)
       due[ndue++] = i;
   /* Insertion sort: obviously right. */
   for (i = 1; i < ndue; i++)
@@ -251,8 +249,8 @@ static void h_model_pass(harness_t* h) {
     if (fired >= h->nfired)
       H_FAIL(h, "the model fires a timer the wheel did not");
     if (h->fired[fired] != due[i]) {
-      fprintf(stderr, "pass fire #%d: wheel fired timer %d, model %d\n",
-              fired, h->fired[fired], due[i]);
+      fprintf(stderr, "pass fire #%d: wheel fired timer %d, model %d\n", fired,
+              h->fired[fired], due[i]);
       H_FAIL(h, "firing order differs from the model");
     }
     if (m->deadline > h->now)

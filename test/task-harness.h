@@ -34,14 +34,14 @@
 #include "uvtw.h"
 
 #if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
+# define UNDER_TSAN 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
+# if __has_feature(thread_sanitizer)
+#  define UNDER_TSAN 1
+# endif
 #endif
 #ifndef UNDER_TSAN
-#define UNDER_TSAN 0
+# define UNDER_TSAN 0
 #endif
 
 #define HARNESS_UNUSED __attribute__((unused))

@@ -44,7 +44,8 @@ typedef struct {
   void (*run)(void);
 } test_case_t;
 
-#define TEST_CASE(fn) { #fn, fn }
+#define TEST_CASE(fn)                                                          \
+ { #fn, fn }
 #define TEST_CASE_COUNT(table) (sizeof(table) / sizeof((table)[0]))
 
 

@@ -46,11 +46,8 @@ static int steps(void) {
 /* chunk != 0: the pre-cascade moves at most that many timers per step (and
  * wakes for every chunk), so the invariants are checked after each small
  * incremental step. */
-static void run(uint64_t seed,
-                uint64_t tick,
-                uint64_t start,
-                int steps,
-                uint32_t chunk) {
+static void run(
+    uint64_t seed, uint64_t tick, uint64_t start, int steps, uint32_t chunk) {
   harness_t* h;
   int i;
 
@@ -189,8 +186,7 @@ static void tick_division(void) {
       for (d = 0; d < 6; d++) {
         ms = base + d - 3; /* wraps at 0 and UINT64_MAX: edges too */
         ASSERT_UEQ(uvtw__core_tick_floor(core, ms), ms / tick);
-        ASSERT_UEQ(uvtw__core_tick_of(core, ms),
-                   ms / tick + (ms % tick != 0));
+        ASSERT_UEQ(uvtw__core_tick_of(core, ms), ms / tick + (ms % tick != 0));
       }
     }
     for (k = 0; k < 2000; k++) {
@@ -206,6 +202,7 @@ static void tick_division(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(lazy_rearm),
   TEST_CASE(tick_division),
@@ -214,6 +211,7 @@ static const test_case_t cases[] = {
   TEST_CASE(pre_cascade),
   TEST_CASE(end_of_time),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -67,12 +67,22 @@ static void check(uint32_t a, uint64_t b, uint64_t d) {
 
 int main(void) {
   static const uint32_t as[] = {
-    0, 1, 2, 0xffff, 0x10000, 0x10001, 0x7fffffff, 0xfffffffe, 0xffffffff,
+      0, 1, 2, 0xffff, 0x10000, 0x10001, 0x7fffffff, 0xfffffffe, 0xffffffff,
   };
   static const uint64_t ds[] = {
-    1, 2, 3, 0xffff, 0x10000, 0xffffffffull, 0x100000000ull,
-    0x100000001ull, (uint64_t) 1 << 34, ((uint64_t) 1 << 35) - 1,
-    (uint64_t) 1 << 35, ((uint64_t) 1 << 47) - 1, (uint64_t) 1 << 47,
+      1,
+      2,
+      3,
+      0xffff,
+      0x10000,
+      0xffffffffull,
+      0x100000000ull,
+      0x100000001ull,
+      (uint64_t) 1 << 34,
+      ((uint64_t) 1 << 35) - 1,
+      (uint64_t) 1 << 35,
+      ((uint64_t) 1 << 47) - 1,
+      (uint64_t) 1 << 47,
   };
   uint64_t seed;
   uint64_t d;

@@ -177,8 +177,8 @@ static void unref(void) {
 
 
 static atomic_int task_runs[3];
-static const uint64_t task_delays[3] = { 0, 5, 0 };
-static const unsigned task_flags[3] = { 0, 0, UVTW_THREADPOOL };
+static const uint64_t task_delays[3] = {0, 5, 0};
+static const unsigned task_flags[3] = {0, 0, UVTW_THREADPOOL};
 
 
 static void task_cb(void* arg, int status) {
@@ -295,6 +295,7 @@ static void backend_prepare(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(zero_from_callback_default),
   TEST_CASE(chain_default),
@@ -307,6 +308,7 @@ static const test_case_t cases[] = {
   TEST_CASE(tasks_prepare),
   TEST_CASE(backend_prepare),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -191,12 +191,14 @@ static void corrupt_free(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(consistent),
   TEST_CASE(corrupt_held),
   TEST_CASE(corrupt_filed),
   TEST_CASE(corrupt_free),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

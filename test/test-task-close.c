@@ -762,8 +762,8 @@ static void ci_producer(void* arg) {
   (void) arg;
   task_init(&ci_x);
   close_producer_armed = 1;
-  atomic_store(&ci_submit_result, uvtw_submit(wheel, 3600 * 1000, 0, 0,
-                                              task_cb, &ci_x, &ci_x.id));
+  atomic_store(&ci_submit_result,
+               uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb, &ci_x, &ci_x.id));
   close_producer_armed = 0;
 }
 
@@ -790,6 +790,7 @@ static void submit_inflight(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(in_one_shot),
   TEST_CASE(never_ran),
@@ -802,6 +803,7 @@ static const test_case_t cases[] = {
   TEST_CASE(two_wheels),
   TEST_CASE(submit_inflight),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

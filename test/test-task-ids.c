@@ -118,11 +118,8 @@ static void rec_init(rec_t* r, int block) {
 }
 
 
-static void submit_on(int k,
-                      rec_t* r,
-                      uint64_t delay,
-                      unsigned flags,
-                      int block) {
+static void submit_on(
+    int k, rec_t* r, uint64_t delay, unsigned flags, int block) {
   rec_init(r, block);
   ASSERT_EQ(0, uvtw_submit(w[k], delay, 0, flags, rec_cb, r, &r->id));
   ASSERT_NE(0, r->id);

@@ -73,21 +73,21 @@
 #include "test-cases.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+# define UNDER_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
+# if __has_feature(address_sanitizer)
+#  define UNDER_ASAN 1
+# endif
 #endif
 #ifndef UNDER_ASAN
-#define UNDER_ASAN 0
+# define UNDER_ASAN 0
 #endif
 
 #if defined(__GLIBC__) && !UNDER_ASAN && !UNDER_TSAN
-#include <malloc.h>
-#define HAVE_MALLINFO 1
+# include <malloc.h>
+# define HAVE_MALLINFO 1
 #else
-#define HAVE_MALLINFO 0
+# define HAVE_MALLINFO 0
 #endif
 
 
@@ -895,8 +895,7 @@ static void count_records(size_t* records, size_t* blocks) {
 
   *records = 0;
   *blocks = 0;
-  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
-       rec = rec->next) {
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL; rec = rec->next) {
     (*records)++;
     *blocks += atomic_load(&rec->nblocks);
   }
@@ -928,8 +927,7 @@ static void tm_worker(void* arg) {
 static int tm_caught_up(void) {
   uvtw__record_t* rec;
 
-  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
-       rec = rec->next)
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL; rec = rec->next)
     if (rec->rblock != rec->wblock || rec->ridx != rec->widx)
       return 0;
   return 1;
@@ -1050,6 +1048,7 @@ static void worn_index(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(bad_input),
   TEST_CASE(max_tasks),
@@ -1067,6 +1066,7 @@ static const test_case_t cases[] = {
   TEST_CASE(loop_pairs_memory),
   TEST_CASE(worn_index),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

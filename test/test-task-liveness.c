@@ -326,8 +326,8 @@ static void from_worker_backlog(void) {
   pending = uvtw_wheel_pending(wheel);
   if (runs != 1)
     fprintf(stderr,
-            "uv_run returned before the task ran: runs %d, pending %zu\n",
-            runs, pending);
+            "uv_run returned before the task ran: runs %d, pending %zu\n", runs,
+            pending);
   run_until(db_ran, 0); /* clean up either way */
   uv_close((uv_handle_t*) &db_hold, NULL);
   uv_close((uv_handle_t*) &db_check, NULL);
@@ -336,6 +336,7 @@ static void from_worker_backlog(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(before_run),
   TEST_CASE(from_callback),
@@ -346,6 +347,7 @@ static const test_case_t cases[] = {
   TEST_CASE(cancel_race),
   TEST_CASE(from_worker_backlog),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

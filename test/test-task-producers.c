@@ -80,7 +80,9 @@
 #include "task-harness.h"
 #include "test-cases.h"
 
-static int stats_agree(uint64_t accepted, uint64_t runs, uint64_t cancels,
+static int stats_agree(uint64_t accepted,
+                       uint64_t runs,
+                       uint64_t cancels,
                        uint64_t finals) {
   uvtw_stats_t st;
 
@@ -239,8 +241,7 @@ static void mw_submitter(void* arg) {
     for (k = 0; k < NWHEELS; k++) {
       mw_args[k][i].wheel = k;
       mw_args[k][i].seq = i;
-      ASSERT_EQ(0, uvtw_submit(mw[k], 50, 0, 0, mw_cb, &mw_args[k][i],
-                               NULL));
+      ASSERT_EQ(0, uvtw_submit(mw[k], 50, 0, 0, mw_cb, &mw_args[k][i], NULL));
     }
 }
 
@@ -343,8 +344,10 @@ static void reused_address(void) {
       break;
     spare[nspare] = ra_target;
   }
-  printf("reused-address: a new wheel at the freed wheel's address after "
-         "%d other wheels\n", nspare);
+  printf(
+      "reused-address: a new wheel at the freed wheel's address after "
+      "%d other wheels\n",
+      nspare);
   if (nspare == 8)
     ra_target = spare[--nspare]; /* still a fresh wheel for the thread */
   uv_sem_post(&ra_go);
@@ -608,9 +611,8 @@ static void cancel_vs_take(void) {
       }
       runs++;
     }
-  printf("cancel-vs-take: %d tasks, %llu ran, %llu cancelled\n",
-         NPROD * cv_n, (unsigned long long) runs,
-         (unsigned long long) cancels);
+  printf("cancel-vs-take: %d tasks, %llu ran, %llu cancelled\n", NPROD * cv_n,
+         (unsigned long long) runs, (unsigned long long) cancels);
   ASSERT(stats_agree((uint64_t) NPROD * cv_n, runs, cancels, 0));
   teardown();
   for (p = 0; p < NPROD; p++) {
@@ -663,8 +665,8 @@ static void sr_flooder(void* arg) {
     if (atomic_load(&sr_stop))
       return;
     for (i = 0; i < SR_PER_ROUND; i++)
-      ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, sr_far_cb, NULL,
-                               NULL));
+      ASSERT_EQ(0,
+                uvtw_submit(wheel, 3600 * 1000, 0, 0, sr_far_cb, NULL, NULL));
     uv_sem_post(&sr_done);
   }
 }
@@ -730,8 +732,7 @@ static void count_records(size_t* records, size_t* blocks) {
 
   *records = 0;
   *blocks = 0;
-  for (rec = atomic_load(&wheel->tasks.records); rec != NULL;
-       rec = rec->next) {
+  for (rec = atomic_load(&wheel->tasks.records); rec != NULL; rec = rec->next) {
     (*records)++;
     *blocks += atomic_load(&rec->nblocks);
   }
@@ -759,8 +760,6 @@ static int tc_all_ran(void) {
 }
 
 
-
-
 static void reused_records(void) {
   pthread_t tid;
   size_t records;
@@ -779,8 +778,8 @@ static void reused_records(void) {
           "%d threads ran one after the other, one task each: %zu records, "
           "%zu queue blocks (%zu KiB)\n",
           TC_THREADS, records, blocks,
-          (records * sizeof(uvtw__record_t) +
-           blocks * sizeof(uvtw__block_t)) / 1024);
+          (records * sizeof(uvtw__record_t) + blocks * sizeof(uvtw__block_t)) /
+              1024);
   teardown();
   /* Never more than one producer thread alive at once. */
   ASSERT_ULE(records, 8);
@@ -840,8 +839,8 @@ static void detached_threads(void) {
   ASSERT_EQ(0, pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED));
   for (de_round = 0; de_round < DE_ROUNDS; de_round++) {
     for (k = 0; k < DE_THREADS; k++)
-      ASSERT_EQ(0, pthread_create(&tid, &attr, de_thread,
-                                  de_tasks[de_round][k]));
+      ASSERT_EQ(0,
+                pthread_create(&tid, &attr, de_thread, de_tasks[de_round][k]));
     run_until(de_all_ran, 0);
     /* Give the detached threads time to exit before the next round, so
      * that the next round's threads may reuse their stacks. */
@@ -919,8 +918,8 @@ static void pp_churn(void* arg) {
 
   (void) arg;
   for (i = 0; i < 1000; i++) {
-    ASSERT_UV_OK(uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL,
-                             &id));
+    ASSERT_UV_OK(
+        uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL, &id));
     ASSERT_EQ(0, uvtw_cancel(wheel, id));
   }
 }
@@ -1016,6 +1015,7 @@ static void pending_churn(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(exited_threads),
   TEST_CASE(many_wheels),
@@ -1030,6 +1030,7 @@ static const test_case_t cases[] = {
   TEST_CASE(pending_preempted),
   TEST_CASE(pending_churn),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -1025,14 +1025,14 @@ static void exactly_once_endings(void) {
     task_init(&er_tasks[i]);
     atomic_store(&er_ends[i], 0);
   }
-  ASSERT_UV_OK(uv_thread_create(&er_cancellers[0], er_canceller,
-                                (void*) (intptr_t) 1));
-  ASSERT_UV_OK(uv_thread_create(&er_cancellers[1], er_canceller,
-                                (void*) (intptr_t) 2));
-  ASSERT_UV_OK(uv_thread_create(&producers[0], er_producer,
-                                (void*) (intptr_t) 0));
-  ASSERT_UV_OK(uv_thread_create(&producers[1], er_producer,
-                                (void*) (intptr_t) 1));
+  ASSERT_UV_OK(
+      uv_thread_create(&er_cancellers[0], er_canceller, (void*) (intptr_t) 1));
+  ASSERT_UV_OK(
+      uv_thread_create(&er_cancellers[1], er_canceller, (void*) (intptr_t) 2));
+  ASSERT_UV_OK(
+      uv_thread_create(&producers[0], er_producer, (void*) (intptr_t) 0));
+  ASSERT_UV_OK(
+      uv_thread_create(&producers[1], er_producer, (void*) (intptr_t) 1));
   ASSERT_UV_OK(uv_timer_init(&loop, &er_close_timer));
   ASSERT_UV_OK(uv_timer_start(&er_close_timer, er_close_now, 200, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
@@ -1052,16 +1052,17 @@ static void exactly_once_endings(void) {
           er_n, outcomes[0], outcomes[1], outcomes[2], outcomes[3]);
   for (i = 0; i < er_n; i++) {
     t = &er_tasks[i];
-    ended = atomic_load(&er_ends[i]) + atomic_load(&t->finals) +
-            (t->self_cancel_at != 0 &&
-             atomic_load(&t->self_cancel_result) == 0 &&
-             atomic_load(&t->runs) >= t->self_cancel_at);
+    ended =
+        atomic_load(&er_ends[i]) + atomic_load(&t->finals) +
+        (t->self_cancel_at != 0 && atomic_load(&t->self_cancel_result) == 0 &&
+         atomic_load(&t->runs) >= t->self_cancel_at);
     if (t->repeat == 0 && atomic_load(&er_ends[i]) == 0)
       ended += atomic_load(&t->runs); /* a one-shot's run is its end */
     if (ended != 1)
-      fprintf(stderr, "task %d (repeat %llu, flags %u): %d endings: runs %d, "
-              "cancels %d, finals %d, self %d\n", i,
-              (unsigned long long) t->repeat, t->flags, ended,
+      fprintf(stderr,
+              "task %d (repeat %llu, flags %u): %d endings: runs %d, "
+              "cancels %d, finals %d, self %d\n",
+              i, (unsigned long long) t->repeat, t->flags, ended,
               atomic_load(&t->runs), atomic_load(&er_ends[i]),
               atomic_load(&t->finals), atomic_load(&t->self_cancel_result));
     ASSERT_EQ(1, ended);
@@ -1069,6 +1070,7 @@ static void exactly_once_endings(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(same_pass),
   TEST_CASE(id_zero),
@@ -1083,6 +1085,7 @@ static const test_case_t cases[] = {
   TEST_CASE(stale_ids),
   TEST_CASE(exactly_once_endings),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

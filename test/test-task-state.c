@@ -67,7 +67,7 @@ static void expect_waiting(unsigned state,
 
 
 static void cancel_waiting(void) {
-  unsigned states[2] = { T_PENDING, T_QUEUED };
+  unsigned states[2] = {T_PENDING, T_QUEUED};
   unsigned i;
 
   for (i = 0; i < 2; i++) {
@@ -122,12 +122,11 @@ static void cancel_running(void) {
 
 
 static void cancel_stale(void) {
-  unsigned ended[5] = { T_CANCELLED, T_DONE, T_CLOSED, T_FREE, T_STOPPING };
+  unsigned ended[5] = {T_CANCELLED, T_DONE, T_CLOSED, T_FREE, T_STOPPING};
   cancel_plan_t plan;
   unsigned i;
 
-  plan = cancel_plan(word_of(T_PENDING, IN_QUEUE), GEN_OF_TEST + 1, 0, 0, 0,
-                     1);
+  plan = cancel_plan(word_of(T_PENDING, IN_QUEUE), GEN_OF_TEST + 1, 0, 0, 0, 1);
   ASSERT_EQ(UV_ENOENT, plan.err);
   ASSERT_EQ(0, plan.cas);
   for (i = 0; i < 5; i++) {
@@ -139,12 +138,14 @@ static void cancel_stale(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(legal_moves_table),
   TEST_CASE(cancel_waiting),
   TEST_CASE(cancel_running),
   TEST_CASE(cancel_stale),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

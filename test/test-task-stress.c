@@ -590,10 +590,12 @@ static void close_round(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(drain_round),
   TEST_CASE(close_round),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

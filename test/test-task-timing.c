@@ -103,7 +103,8 @@ static void blocked_loop(unsigned block_ms,
   ASSERT_UV_OK(uv_thread_join(&tid));
   for (i = 0; i < 2; i++) {
     took = bl[i].start_ns[0] / 1000000 - bl_submit_ns[i] / 1000000;
-    printf("blocked_loop: block %u ms, delay %" PRIu64 " ms, %s task ran "
+    printf("blocked_loop: block %u ms, delay %" PRIu64
+           " ms, %s task ran "
            "after %" PRIu64 " ms (%" PRIu64 " ms after the block)\n",
            block_ms, delay, i == 1 ? "threadpool" : "loop", took,
            (bl[i].start_ns[0] - bl_block_end_ns) / 1000000);
@@ -302,8 +303,8 @@ static void run_many(const char* name,
       fprintf(stderr,
               "%s: task %d (delay %u, %s) ran early: submitted at %" PRIu64
               " ms, ran at %" PRIu64 " ms\n",
-              name, i, r->delay, r->flags ? "threadpool" : "loop",
-              r->submit_ms, r->run_ms);
+              name, i, r->delay, r->flags ? "threadpool" : "loop", r->submit_ms,
+              r->run_ms);
       abort();
     }
     late = r->run_ms - r->submit_ms - r->delay;
@@ -553,6 +554,7 @@ static void blocked_past_due(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(blocked_until_due),
   TEST_CASE(blocked_past_due),
@@ -563,6 +565,7 @@ static const test_case_t cases[] = {
   TEST_CASE(wide),
   TEST_CASE(coarse_tick),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -198,10 +198,12 @@ static void scenario_concurrent(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(scenario_blocked),
   TEST_CASE(scenario_concurrent),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

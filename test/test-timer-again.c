@@ -20,7 +20,7 @@ struct tcase {
   uint64_t timeout;
   uint64_t repeat;
   int count[2];
-  uint64_t at[2];           /* uv_now at the last run */
+  uint64_t at[2]; /* uv_now at the last run */
   int active_in_cb[2][8];
   uint64_t due_in_cb[2][8];
   int again_rv[2];
@@ -141,16 +141,16 @@ static void compare(struct tcase* c) {
 
   if (c->count[UV_SIDE] != c->count[TW_SIDE] ||
       t_active(c, UV_SIDE) != t_active(c, TW_SIDE) ||
-      (t_active(c, UV_SIDE) &&
-       t_due_in(c, UV_SIDE) != t_due_in(c, TW_SIDE)) ||
+      (t_active(c, UV_SIDE) && t_due_in(c, UV_SIDE) != t_due_in(c, TW_SIDE)) ||
       t_repeat(c, UV_SIDE) != t_repeat(c, TW_SIDE)) {
-    fprintf(stderr, "case %c differs: uv_timer_t (runs %d, active %d, "
-            "due_in %" PRIu64 ", repeat %" PRIu64 "), uvtw (runs %d, "
+    fprintf(stderr,
+            "case %c differs: uv_timer_t (runs %d, active %d, "
+            "due_in %" PRIu64 ", repeat %" PRIu64
+            "), uvtw (runs %d, "
             "active %d, due_in %" PRIu64 ", repeat %" PRIu64 ")\n",
             c->name, c->count[UV_SIDE], t_active(c, UV_SIDE),
             t_due_in(c, UV_SIDE), t_repeat(c, UV_SIDE), c->count[TW_SIDE],
-            t_active(c, TW_SIDE), t_due_in(c, TW_SIDE),
-            t_repeat(c, TW_SIDE));
+            t_active(c, TW_SIDE), t_due_in(c, TW_SIDE), t_repeat(c, TW_SIDE));
   }
   ASSERT_EQ(c->count[UV_SIDE], c->count[TW_SIDE]);
   ASSERT_EQ(t_active(c, UV_SIDE), t_active(c, TW_SIDE));
@@ -174,8 +174,8 @@ static void compare(struct tcase* c) {
 
 static void in_callbacks(void) {
   static const char names[] = "ABCDEFGHI";
-  static const uint64_t repeats[] = { 0, 10, 10000, 10000, 0, 10000, 0, 3, 7 };
-  static const int finals[] = { 1, 2, 1, 1, 1, 1, 3, 4, 1 };
+  static const uint64_t repeats[] = {0, 10, 10000, 10000, 0, 10000, 0, 3, 7};
+  static const int finals[] = {1, 2, 1, 1, 1, 1, 3, 4, 1};
   struct tcase* c;
   uint64_t quiet_since;
   int done;
@@ -342,10 +342,12 @@ static void outside_callbacks(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(outside_callbacks),
   TEST_CASE(in_callbacks),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -34,9 +34,8 @@ static void start(void) {
 /* Outside the loop: uv_now does not move, so the values are exact. */
 static void right_after_start(void) {
   static const uint64_t timeouts[] = {
-    1000, 1, 2, 37, 63, 64, 65, 255, 256, 257, 999, 1001, 4096, 65536,
-    123456, 3600000, 86400000
-  };
+      1000, 1,   2,    37,   63,    64,     65,      255,     256,
+      257,  999, 1001, 4096, 65536, 123456, 3600000, 86400000};
   size_t i;
 
   start();
@@ -149,10 +148,8 @@ static void between_passes(void) {
  * earliest timer, or restarting it later, the driver is armed for the new
  * minimum at once, and still after a pass. */
 static void sweep_alignments(void) {
-  static const uint64_t pairs_ms[][2] = {
-    { 20, 7 }, { 300, 1 }, { 64, 63 }, { 257, 255 }, { 5000, 64 },
-    { 70000, 4000 }
-  };
+  static const uint64_t pairs_ms[][2] = {{20, 7},    {300, 1},   {64, 63},
+                                         {257, 255}, {5000, 64}, {70000, 4000}};
   uint64_t first;
   uint64_t second;
   size_t j;
@@ -174,9 +171,10 @@ static void sweep_alignments(void) {
     ASSERT_EQ((int64_t) second, uv_backend_timeout(&loop));
     ASSERT_EQ(0, uvtw_timer_stop(&b));
     if ((int64_t) first != uv_backend_timeout(&loop))
-      fprintf(stderr, "k %d: stopped the %" PRIu64 " ms timer at uv_now %"
-              PRIu64 "; backend timeout %d, expected %" PRIu64 "\n", k,
-              second, uv_now(&loop), uv_backend_timeout(&loop), first);
+      fprintf(stderr,
+              "k %d: stopped the %" PRIu64 " ms timer at uv_now %" PRIu64
+              "; backend timeout %d, expected %" PRIu64 "\n",
+              k, second, uv_now(&loop), uv_backend_timeout(&loop), first);
     ASSERT_EQ((int64_t) first, uv_backend_timeout(&loop));
     ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
     ASSERT_EQ((int64_t) uvtw_timer_get_due_in(&a), uv_backend_timeout(&loop));
@@ -216,12 +214,14 @@ static void nothing_left(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(right_after_start),
   TEST_CASE(between_passes),
   TEST_CASE(sweep_alignments),
   TEST_CASE(nothing_left),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -66,8 +66,8 @@ static void options(void) {
   uvtw_wheel_t* wheel;
   uvtw_timer_t t;
   uvtw_wheel_t* const sentinel = (uvtw_wheel_t*) &opts;
-  static const uint64_t bad_ticks[] = { 0, 1001, 1002, 5000, UINT64_MAX };
-  static const uint64_t good_ticks[] = { 1, 2, 999, 1000 };
+  static const uint64_t bad_ticks[] = {0, 1001, 1002, 5000, UINT64_MAX};
+  static const uint64_t good_ticks[] = {1, 2, 999, 1000};
   size_t i;
 
   ASSERT_UV_OK(uv_loop_init(&loop));
@@ -186,10 +186,12 @@ static void timers(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(options),
   TEST_CASE(timers),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -59,9 +59,8 @@ static uint64_t core_run(uint64_t start_ms, uint64_t lag_ms, uint64_t max) {
 
 static void on_core(void) {
   static const uint64_t phases[] = {
-    0, 1, 511, 1023, 1024, 1025, 2047, 2048, 65535, 65536, 123456789,
-    ((uint64_t) 1 << 40) - 3
-  };
+      0,    1,    511,   1023,  1024,      1025,
+      2047, 2048, 65535, 65536, 123456789, ((uint64_t) 1 << 40) - 3};
   size_t i;
 
   for (i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
@@ -116,8 +115,8 @@ static void on_loop(int sleep_ms) {
   uvtw_wheel_stats(wheel, &before);
   fired = 0;
   for (i = 0; i < N; i++)
-    ASSERT_EQ(0, uvtw_timer_start(&timers[i], fire_cb,
-                                  1 + next_random() % 1000, 0));
+    ASSERT_EQ(
+        0, uvtw_timer_start(&timers[i], fire_cb, 1 + next_random() % 1000, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   uvtw_wheel_stats(wheel, &after);
   ASSERT_UEQ(N, fired);
@@ -142,12 +141,14 @@ static void on_loop_after_1500(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(on_core),
   TEST_CASE(on_loop_now),
   TEST_CASE(on_loop_after_333),
   TEST_CASE(on_loop_after_1500),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

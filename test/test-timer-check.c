@@ -16,7 +16,7 @@ static uvtw_timer_t e; /* started and stopped in the check */
 static uvtw_timer_t r; /* repeating 5 ms, restarted as a 20 ms one-shot */
 static uvtw_timer_t w[3];
 static uv_timer_t u[3];
-static const uint64_t pair_timeouts[3] = { 0, 1, 5 };
+static const uint64_t pair_timeouts[3] = {0, 1, 5};
 
 static int c_fired;
 static uint64_t c_restart_now;
@@ -25,8 +25,8 @@ static int r_fired;
 static int r_restarted;
 static uint64_t r_restart_now;
 static uint64_t r_last_now;
-static int64_t w_iter[3] = { -1, -1, -1 };
-static int64_t u_iter[3] = { -1, -1, -1 };
+static int64_t w_iter[3] = {-1, -1, -1};
+static int64_t u_iter[3] = {-1, -1, -1};
 
 
 static void c_cb(uvtw_timer_t* timer) {

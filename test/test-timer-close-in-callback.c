@@ -159,6 +159,7 @@ static void uv_timer_closes_null_cb(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(first_one_shot_closes),
   TEST_CASE(second_one_shot_closes),
@@ -167,6 +168,7 @@ static const test_case_t cases[] = {
   TEST_CASE(uv_timer_closes),
   TEST_CASE(uv_timer_closes_null_cb),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -37,7 +37,7 @@ struct pair {
 
 struct side {
   uint64_t rng;
-  int* log;      /* pair indices fired in the current iteration */
+  int* log; /* pair indices fired in the current iteration */
   size_t n;
   uint64_t fired;
 };
@@ -88,7 +88,9 @@ static void uv_cb(uv_timer_t* handle);
 static void tw_cb(uvtw_timer_t* timer);
 
 
-static void side_start(int side, struct pair* p, uint64_t timeout,
+static void side_start(int side,
+                       struct pair* p,
+                       uint64_t timeout,
                        uint64_t repeat) {
   if (side == UV_SIDE)
     ASSERT_UV_OK(uv_timer_start(&p->u, uv_cb, timeout, repeat));
@@ -123,7 +125,9 @@ static void side_set_repeat(int side, struct pair* p, uint64_t repeat) {
 /* One step of the script for `side`, drawing from state *s.  `min` is the
  * smallest timeout allowed (1 inside timer callbacks).  Every pair was
  * started before the loop ran, so again never fails. */
-static void script_step(int side, uint64_t* s, struct pair* self,
+static void script_step(int side,
+                        uint64_t* s,
+                        struct pair* self,
                         uint64_t min) {
   struct pair* other;
   uint64_t r;
@@ -191,14 +195,14 @@ static void compare_iteration(void) {
   size_t n;
   size_t i;
 
-  n = sides[UV_SIDE].n < sides[TW_SIDE].n ? sides[UV_SIDE].n
-                                          : sides[TW_SIDE].n;
+  n = sides[UV_SIDE].n < sides[TW_SIDE].n ? sides[UV_SIDE].n : sides[TW_SIDE].n;
   for (i = 0; i < n; i++)
     if (sides[UV_SIDE].log[i] != sides[TW_SIDE].log[i])
       break;
   if (i < n || sides[UV_SIDE].n != sides[TW_SIDE].n) {
     fprintf(stderr,
-            "iteration %" PRId64 ": uv_timer_t side fired %zu, uvtw side "
+            "iteration %" PRId64
+            ": uv_timer_t side fired %zu, uvtw side "
             "%zu; first difference at position %zu\n",
             iteration, sides[UV_SIDE].n, sides[TW_SIDE].n, i);
     for (n = i > 5 ? i - 5 : 0; n < i + 5; n++) {
@@ -271,8 +275,10 @@ int main(void) {
   if (env != NULL)
     seed = strtoull(env, NULL, 0);
   min_in_callback = uv_version() >= 0x013000 ? 0 : 1; /* 1.48.0 */
-  fprintf(stderr, "seed %" PRIu64 ", libuv %s, timeouts in callbacks from %"
-          PRIu64 " ms\n", seed, uv_version_string(), min_in_callback);
+  fprintf(stderr,
+          "seed %" PRIu64 ", libuv %s, timeouts in callbacks from %" PRIu64
+          " ms\n",
+          seed, uv_version_string(), min_in_callback);
   sides[UV_SIDE].rng = seed;
   sides[TW_SIDE].rng = seed;
   top_rng = seed ^ 0x5deece66dull;
@@ -307,7 +313,9 @@ int main(void) {
   ASSERT_EQ(1, stopping);
   ASSERT_UEQ(sides[UV_SIDE].fired, sides[TW_SIDE].fired);
   ASSERT_UGE(sides[TW_SIDE].fired, NPAIRS);
-  fprintf(stderr, "%" PRIu64 " runs per side in %" PRId64 " iterations "
+  fprintf(stderr,
+          "%" PRIu64 " runs per side in %" PRId64
+          " iterations "
           "(at most %" PRIu64 " in one), %" PRIu64 " ms\n",
           sides[TW_SIDE].fired, iteration, max_per_iteration,
           (uv_hrtime() - start) / 1000000);

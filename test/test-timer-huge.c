@@ -51,9 +51,9 @@ static void start(int on_tick_10) {
   opts.tick_ms = 10;
   wheel10 = add_wheel(&opts);
   for (i = 0; i < NT; i++)
-    ASSERT_EQ(0, uvtw_timer_init(on_tick_10 && i >= 4 && i <= 6 ? wheel10
-                                                                 : wheel,
-                                 &timers[i]));
+    ASSERT_EQ(0,
+              uvtw_timer_init(on_tick_10 && i >= 4 && i <= 6 ? wheel10 : wheel,
+                              &timers[i]));
   for (i = 4; on_tick_10 && i <= 6; i++)
     ASSERT_PTR_EQ(uvtw_timer_wheel(&timers[i]), wheel10);
   uv_run(&loop, UV_RUN_NOWAIT);
@@ -63,12 +63,26 @@ static void start(int on_tick_10) {
 
 /* 20 timers on the tick-1 wheel. */
 static void exact_due_in(void) {
-  static const uint64_t timeouts[] = {
-    1, 63, 64, 65, 255, 256, 257, 4095, 4096, 4097, 65535, 65536, 65537,
-    (uint64_t) 1 << 24, ((uint64_t) 1 << 32) - 1, (uint64_t) 1 << 32,
-    ((uint64_t) 1 << 40) + 3, ((uint64_t) 1 << 47) + 1,
-    ((uint64_t) 1 << 48) - 2, ((uint64_t) 1 << 48) - 1
-  };
+  static const uint64_t timeouts[] = {1,
+                                      63,
+                                      64,
+                                      65,
+                                      255,
+                                      256,
+                                      257,
+                                      4095,
+                                      4096,
+                                      4097,
+                                      65535,
+                                      65536,
+                                      65537,
+                                      (uint64_t) 1 << 24,
+                                      ((uint64_t) 1 << 32) - 1,
+                                      (uint64_t) 1 << 32,
+                                      ((uint64_t) 1 << 40) + 3,
+                                      ((uint64_t) 1 << 47) + 1,
+                                      ((uint64_t) 1 << 48) - 2,
+                                      ((uint64_t) 1 << 48) - 1};
   uint64_t n0;
   uint64_t now;
   uint64_t prev;
@@ -146,10 +160,8 @@ static void uint64_max_never_fires(void) {
   ASSERT_UEQ(UINT64_MAX - n0, uvtw_timer_get_due_in(&timers[3]));
   /* The same on a wheel with tick 10: rounding up must not wrap. */
   ASSERT_EQ(0, uvtw_timer_start(&timers[4], count_cb, UINT64_MAX, 0));
-  ASSERT_EQ(0, uvtw_timer_start(&timers[5], count_cb, UINT64_MAX - n0 - 3,
-                                0));
-  ASSERT_EQ(0, uvtw_timer_start(&timers[6], count_cb, UINT64_MAX - n0 - 11,
-                                0));
+  ASSERT_EQ(0, uvtw_timer_start(&timers[5], count_cb, UINT64_MAX - n0 - 3, 0));
+  ASSERT_EQ(0, uvtw_timer_start(&timers[6], count_cb, UINT64_MAX - n0 - 11, 0));
   for (i = 4; i <= 6; i++)
     ASSERT_UGE(uvtw_timer_get_due_in(&timers[i]), UINT64_MAX - n0 - 21);
   ASSERT_EQ(1, uv_loop_alive(&loop));
@@ -231,11 +243,13 @@ static void huge_repeat(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(uint64_max_never_fires),
   TEST_CASE(huge_repeat),
   TEST_CASE(exact_due_in),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

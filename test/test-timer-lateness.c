@@ -235,7 +235,7 @@ static void sum_is_fired_tick(uint64_t tick_ms) {
   ASSERT_EQ(0, sf_victim_runs);
   uvtw_wheel_stats(wheel, &s);
   ASSERT_UEQ(s.fired, bucket_sum(&s));
-  ASSERT_UEQ(2, s.tasks_cancelled); /* the victim, the repeat */
+  ASSERT_UEQ(2, s.tasks_cancelled);       /* the victim, the repeat */
   ASSERT_ULT(1 + 6 + 1 + 1, s.tasks_run); /* and the repeat's runs */
   teardown();
 }
@@ -310,10 +310,10 @@ static void quantiles(void) {
   ASSERT_UEQ(7, uvtw_lateness_quantile(&s, 0.99));
   ASSERT_UEQ(127, uvtw_lateness_quantile(&s, 0.995));
   ASSERT_UEQ(127, uvtw_lateness_quantile(&s, 1));
-  ASSERT_UEQ(127, uvtw_lateness_quantile(&s, 2));     /* clamped to 1 */
-  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 0));       /* the least */
-  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, -1));      /* clamped to 0 */
-  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, NAN));     /* as 0 */
+  ASSERT_UEQ(127, uvtw_lateness_quantile(&s, 2)); /* clamped to 1 */
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 0));   /* the least */
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, -1));  /* clamped to 0 */
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, NAN)); /* as 0 */
   s.lateness[0] = 0;
   ASSERT_UEQ(7, uvtw_lateness_quantile(&s, 0));
   s.lateness[UVTW_LATENESS_BUCKETS - 1] = 1;
@@ -322,6 +322,7 @@ static void quantiles(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(blocked_loop),
   TEST_CASE(slots),
@@ -329,6 +330,7 @@ static const test_case_t cases[] = {
   TEST_CASE(virtual_on_time),
   TEST_CASE(quantiles),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

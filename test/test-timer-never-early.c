@@ -29,19 +29,19 @@ struct item {
   uvtw_timer_t t;
   uv_timer_t u;
   int side;
-  uint64_t deadline;    /* lower bound on the run's uv_now */
+  uint64_t deadline; /* lower bound on the run's uv_now */
   uint64_t repeat;
-  int starts;           /* one-shot starts not yet matched by a run */
+  int starts; /* one-shot starts not yet matched by a run */
   int runs;
 };
 
 static int64_t pass_iteration = -1;
-static uint64_t pass_now;     /* uv_now seen by the first callback of a pass */
+static uint64_t pass_now; /* uv_now seen by the first callback of a pass */
 static uint64_t end_time;
 static int stopping;
 static uint64_t total_runs[2];
 static struct item items[2][NTIMERS];
-static uint64_t rngs[2] = { 88172645463325252ull, 0x9e3779b97f4a7c15ull };
+static uint64_t rngs[2] = {88172645463325252ull, 0x9e3779b97f4a7c15ull};
 
 
 static uint64_t next_rand(int side) {
@@ -123,10 +123,10 @@ static void fire(struct item* it) {
     pass_now = now;
   }
   if (now < it->deadline || hr_ms < it->deadline)
-    fprintf(stderr, "%s timer %d early: uv_now %" PRIu64 ", hrtime ms %"
-            PRIu64 ", deadline %" PRIu64 "\n",
-            side == UV_SIDE ? "uv_timer_t (the test's model is wrong)"
-                            : "uvtw",
+    fprintf(stderr,
+            "%s timer %d early: uv_now %" PRIu64 ", hrtime ms %" PRIu64
+            ", deadline %" PRIu64 "\n",
+            side == UV_SIDE ? "uv_timer_t (the test's model is wrong)" : "uvtw",
             (int) (it - items[side]), now, hr_ms, it->deadline);
   ASSERT_UGE(now, it->deadline);
   ASSERT_UGE(hr_ms, it->deadline);
@@ -247,10 +247,12 @@ static void tick_7(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(tick_1),
   TEST_CASE(tick_7),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -85,8 +85,8 @@ static void expect_logs(const int* expected, int n) {
   ASSERT_EQ(tw_n, n);
   for (i = 0; i < n; i++) {
     if (uv_log[i] != expected[i] || tw_log[i] != expected[i]) {
-      fprintf(stderr, "position %d: expected %d, uv_timer_t %d, uvtw %d\n",
-              i, expected[i], uv_log[i], tw_log[i]);
+      fprintf(stderr, "position %d: expected %d, uv_timer_t %d, uvtw %d\n", i,
+              expected[i], uv_log[i], tw_log[i]);
     }
     ASSERT_EQ(uv_log[i], expected[i]);
     ASSERT_EQ(tw_log[i], expected[i]);
@@ -106,7 +106,7 @@ static void expect_same_pass(int first, int n) {
  * timeout (uv_now does not move outside the loop): the restarted ones go to
  * the back, in restart order. */
 static void equal_deadlines_and_restart(void) {
-  static const int expected[] = { 1, 2, 4, 5, 6, 7, 8, 9, 3, 0 };
+  static const int expected[] = {1, 2, 4, 5, 6, 7, 8, 9, 3, 0};
   int i;
 
   reset(10);
@@ -123,7 +123,7 @@ static void equal_deadlines_and_restart(void) {
 
 /* The same, restarting with uv_timer_again / uvtw_timer_again. */
 static void restart_by_again(void) {
-  static const int expected[] = { 1, 3, 4, 2, 0 };
+  static const int expected[] = {1, 3, 4, 2, 0};
   int i;
 
   reset(5);
@@ -147,9 +147,8 @@ static void restart_by_again(void) {
  * runs: one pass fires them all, by deadline, ties by start order. */
 static void deadline_order_across_levels(void) {
   static const uint64_t timeouts[] = {
-    300, 5, 256, 5, 255, 1, 64, 63, 65, 257, 1, 128, 300, 0, 129, 4, 0, 2,
-    16, 15, 17, 32, 31, 33, 254, 64, 1, 300, 299, 7
-  };
+      300, 5, 256, 5,  255, 1,  64, 63, 65, 257, 1,  128, 300, 0,   129,
+      4,   0, 2,   16, 15,  17, 32, 31, 33, 254, 64, 1,   300, 299, 7};
   int expected[sizeof(timeouts) / sizeof(timeouts[0])];
   int n;
   int i;
@@ -280,8 +279,8 @@ static void rearm_tw_cb(uvtw_timer_t* timer) {
 
 
 static void repeat_rearm_order(int variant) {
-  static const int expected1[] = { 0, 0, 1 };
-  static const int expected2[] = { 0, 1, 0 };
+  static const int expected1[] = {0, 0, 1};
+  static const int expected2[] = {0, 1, 0};
 
   reset(2);
   rearm_count = 0;
@@ -308,6 +307,7 @@ static void repeat_rearm_order_2(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(equal_deadlines_and_restart),
   TEST_CASE(restart_by_again),
@@ -316,6 +316,7 @@ static const test_case_t cases[] = {
   TEST_CASE(repeat_rearm_order_1),
   TEST_CASE(repeat_rearm_order_2),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

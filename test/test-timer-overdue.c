@@ -210,6 +210,7 @@ static void blocked_by_uv_timer(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(nowait_repeat_1),
   TEST_CASE(nowait_repeat_10),
@@ -219,6 +220,7 @@ static const test_case_t cases[] = {
   TEST_CASE(blocked_by_uvtw_timer),
   TEST_CASE(blocked_by_uv_timer),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

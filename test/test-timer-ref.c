@@ -189,6 +189,7 @@ static void unref_in_callback(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(defaults),
   TEST_CASE(unref_does_not_run),
@@ -196,6 +197,7 @@ static const test_case_t cases[] = {
   TEST_CASE(unref_fires_while_alive),
   TEST_CASE(unref_in_callback),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

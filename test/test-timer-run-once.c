@@ -119,9 +119,9 @@ static void one_case(const uint64_t* timeouts, int n) {
 
 
 int main(void) {
-  static const uint64_t singles[] = { 0, 1, 0, 1, 2, 5, 1, 0 };
-  static const uint64_t pairs[][2] = { { 0, 1 }, { 1, 0 }, { 1, 1 },
-                                       { 0, 0 }, { 0, 2 }, { 2, 1 } };
+  static const uint64_t singles[] = {0, 1, 0, 1, 2, 5, 1, 0};
+  static const uint64_t pairs[][2] = {{0, 1}, {1, 0}, {1, 1},
+                                      {0, 0}, {0, 2}, {2, 1}};
   size_t i;
   int k;
 

@@ -84,8 +84,7 @@ static void in_check(void) {
 
   /* At a few iterations, start a batch from here: outside any timer
    * callback, after the poll has updated the loop time. */
-  if (iteration == 2 || iteration == 7 || iteration == 30 ||
-      iteration == 100) {
+  if (iteration == 2 || iteration == 7 || iteration == 30 || iteration == 100) {
     for (i = 0; i < 40; i++)
       start_pair(next_rand() % 60, 0);
     start_pair(0, 0);
@@ -130,9 +129,8 @@ static void tw_starter_cb(uvtw_timer_t* timer) {
 
 
 int main(void) {
-  static const uint64_t level_sizes[] = {
-    511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097
-  };
+  static const uint64_t level_sizes[] = {511,  512,  513,  1023, 1024, 1025,
+                                         2047, 2048, 2049, 4095, 4096, 4097};
   struct pair* p;
   int mismatches;
   int i;
@@ -172,10 +170,11 @@ int main(void) {
     for (k = 0; k < p->u_runs; k++) {
       if (p->u_iter[k] == p->w_iter[k])
         continue;
-      fprintf(stderr, "pair %d (timeout %" PRIu64 ", repeat %" PRIu64
-              "), run %d: uv_timer_t in iteration %" PRId64 ", uvtw in %"
-              PRId64 "\n", i, p->timeout, p->repeat, k, p->u_iter[k],
-              p->w_iter[k]);
+      fprintf(stderr,
+              "pair %d (timeout %" PRIu64 ", repeat %" PRIu64
+              "), run %d: uv_timer_t in iteration %" PRId64 ", uvtw in %" PRId64
+              "\n",
+              i, p->timeout, p->repeat, k, p->u_iter[k], p->w_iter[k]);
       mismatches++;
     }
   }

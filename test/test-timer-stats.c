@@ -16,7 +16,7 @@
 
 static uvtw_timer_t t[4];
 static uint64_t runs;
-static uint64_t passes;        /* distinct iterations with a wheel callback */
+static uint64_t passes; /* distinct iterations with a wheel callback */
 static int64_t last_pass = -1;
 static int rep_count;
 

@@ -33,8 +33,9 @@ static void note_start(struct item* it, uint64_t timeout) {
   due = uvtw_timer_get_due_in(&it->t);
   ASSERT_EQ(1, uvtw_timer_is_active(&it->t));
   if (due < timeout || due >= timeout + tick)
-    fprintf(stderr, "tick %" PRIu64 ", timeout %" PRIu64 ": due_in %" PRIu64
-            "\n", tick, timeout, due);
+    fprintf(stderr,
+            "tick %" PRIu64 ", timeout %" PRIu64 ": due_in %" PRIu64 "\n", tick,
+            timeout, due);
   ASSERT_UGE(due, timeout);
   ASSERT_ULT(due, timeout + tick);
   it->boundary = now + due;
@@ -94,11 +95,42 @@ static void in_check(void) {
 
 
 static void run_tick(uint64_t tick_ms, int fire) {
-  static const uint64_t timeouts[] = {
-    0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 13, 14, 19, 20, 21, 29, 33, 50, 63,
-    64, 65, 99, 100, 101, 255, 256, 999, 1000, 1001, 4096, 12345, 65536,
-    1 << 20, (uint64_t) 1 << 33, ((uint64_t) 1 << 48) - 1
-  };
+  static const uint64_t timeouts[] = {0,
+                                      1,
+                                      2,
+                                      3,
+                                      5,
+                                      6,
+                                      7,
+                                      8,
+                                      9,
+                                      10,
+                                      11,
+                                      13,
+                                      14,
+                                      19,
+                                      20,
+                                      21,
+                                      29,
+                                      33,
+                                      50,
+                                      63,
+                                      64,
+                                      65,
+                                      99,
+                                      100,
+                                      101,
+                                      255,
+                                      256,
+                                      999,
+                                      1000,
+                                      1001,
+                                      4096,
+                                      12345,
+                                      65536,
+                                      1 << 20,
+                                      (uint64_t) 1 << 33,
+                                      ((uint64_t) 1 << 48) - 1};
   uvtw_options_t opts;
   int n;
   int i;
@@ -122,8 +154,7 @@ static void run_tick(uint64_t tick_ms, int fire) {
     uv_update_time(&loop);
     for (i = 0; i < n; i++) {
       items[i].runs = 0;
-      ASSERT_EQ(0, uvtw_timer_start(&items[i].t, one_shot_cb, timeouts[i],
-                                    0));
+      ASSERT_EQ(0, uvtw_timer_start(&items[i].t, one_shot_cb, timeouts[i], 0));
       note_start(&items[i], timeouts[i]);
     }
     for (i = 0; i < n; i++)
@@ -174,12 +205,14 @@ static void tick_1000(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(tick_10),
   TEST_CASE(tick_7),
   TEST_CASE(tick_2),
   TEST_CASE(tick_1000),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -20,10 +20,22 @@ struct item {
 static struct item items[NT];
 static int walk_arg_token;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static const uint64_t timeouts[] = {
-  1, 2, 63, 64, 65, 255, 256, 257, 1000, 4095, 4096, 65536, 1 << 20,
-  (uint64_t) 1 << 32, ((uint64_t) 1 << 48) - 1, UINT64_MAX
-};
+static const uint64_t timeouts[] = {1,
+                                    2,
+                                    63,
+                                    64,
+                                    65,
+                                    255,
+                                    256,
+                                    257,
+                                    1000,
+                                    4095,
+                                    4096,
+                                    65536,
+                                    1 << 20,
+                                    (uint64_t) 1 << 32,
+                                    ((uint64_t) 1 << 48) - 1,
+                                    UINT64_MAX};
 #define NTIMEOUTS (sizeof(timeouts) / sizeof(timeouts[0]))
 
 
@@ -185,8 +197,7 @@ int main(void) {
     if (i % 7 == 0)
       continue;
     items[i].timeout = sat_add(1000000, timeouts[i % NTIMEOUTS]);
-    ASSERT_EQ(0, uvtw_timer_start(&items[i].t, never_cb, items[i].timeout,
-                                  0));
+    ASSERT_EQ(0, uvtw_timer_start(&items[i].t, never_cb, items[i].timeout, 0));
     if (i % 11 == 0)
       ASSERT_EQ(0, uvtw_timer_stop(&items[i].t));
   }
@@ -194,8 +205,7 @@ int main(void) {
    * loop. */
   for (i = 60; i < 200; i += 3) {
     items[i].timeout = (uint64_t) (i % 5);
-    ASSERT_EQ(0, uvtw_timer_start(&items[i].t, never_cb, items[i].timeout,
-                                  0));
+    ASSERT_EQ(0, uvtw_timer_start(&items[i].t, never_cb, items[i].timeout, 0));
   }
 
   walk_with(count_fn);

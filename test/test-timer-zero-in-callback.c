@@ -275,12 +275,14 @@ static void nowait_passes(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(start_zero_from_callback),
   TEST_CASE(restart_self_with_zero),
   TEST_CASE(restart_due_timer_with_zero),
   TEST_CASE(nowait_passes),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -247,12 +247,12 @@ static uint64_t ss_t0;
 
 static void ss_actor_cb(uvtw_timer_t* t) {
   log_cb(t);
-  ASSERT_EQ(0, uvtw_timer_start(&tm[6], log_cb, 5, 0));   /* +15 */
-  ASSERT_EQ(0, uvtw_timer_start(&tm[7], log_cb, 10, 0));  /* +20: the end */
-  ASSERT_EQ(0, uvtw_timer_start(&tm[8], log_cb, 11, 0));  /* +21: beyond */
-  ASSERT_EQ(0, uvtw_timer_start(&tm[9], log_cb, 0, 0));   /* +10, after 1 */
-  ASSERT_EQ(0, uvtw_timer_stop(&tm[2]));                  /* was +12 */
-  ASSERT_EQ(0, uvtw_timer_start(&tm[3], log_cb, 20, 0));  /* +14 -> +30 */
+  ASSERT_EQ(0, uvtw_timer_start(&tm[6], log_cb, 5, 0));  /* +15 */
+  ASSERT_EQ(0, uvtw_timer_start(&tm[7], log_cb, 10, 0)); /* +20: the end */
+  ASSERT_EQ(0, uvtw_timer_start(&tm[8], log_cb, 11, 0)); /* +21: beyond */
+  ASSERT_EQ(0, uvtw_timer_start(&tm[9], log_cb, 0, 0));  /* +10, after 1 */
+  ASSERT_EQ(0, uvtw_timer_stop(&tm[2]));                 /* was +12 */
+  ASSERT_EQ(0, uvtw_timer_start(&tm[3], log_cb, 20, 0)); /* +14 -> +30 */
   ASSERT_UEQ(20, uvtw_timer_get_due_in(&tm[3]));
   expect_at[6] = ss_t0 + 15;
   expect_at[7] = ss_t0 + 20;
@@ -346,14 +346,14 @@ static void tick_10(void) {
 
 static void span_2_40(void) {
   static const uint64_t to[] = {
-    1,                          /* 0: level 0 */
-    (uint64_t) 1 << 11,         /* 1: level 1 */
-    (uint64_t) 1 << 20,         /* 2 */
-    ((uint64_t) 1 << 30) + 3,   /* 3 */
-    (uint64_t) 1 << 40,         /* 4: the span's last ms */
-    ((uint64_t) 1 << 40) + 1,   /* 5: one ms beyond */
-    (uint64_t) 1 << 41,         /* 6: overflow list */
-    UINT64_MAX,                 /* 7: saturates: never */
+      1,                        /* 0: level 0 */
+      (uint64_t) 1 << 11,       /* 1: level 1 */
+      (uint64_t) 1 << 20,       /* 2 */
+      ((uint64_t) 1 << 30) + 3, /* 3 */
+      (uint64_t) 1 << 40,       /* 4: the span's last ms */
+      ((uint64_t) 1 << 40) + 1, /* 5: one ms beyond */
+      (uint64_t) 1 << 41,       /* 6: overflow list */
+      UINT64_MAX,               /* 7: saturates: never */
   };
   static const int first[] = {0, 1, 2, 3, 8, 8, 8, 4, 8};
   uint64_t t0;
@@ -364,8 +364,8 @@ static void span_2_40(void) {
   init_timers();
   t0 = uvtw_wheel_now(wheel);
   for (i = 0; i < 8; i++) {
-    ASSERT_EQ(0, uvtw_timer_start(&tm[i], i == 7 ? never_cb : log_cb, to[i],
-                                  0));
+    ASSERT_EQ(0,
+              uvtw_timer_start(&tm[i], i == 7 ? never_cb : log_cb, to[i], 0));
     if (i != 7)
       expect_at[i] = t0 + to[i];
   }
@@ -548,8 +548,8 @@ static void liveness(void) {
 
   /* A threadpool task: handed over by advance; uv_run then runs until its
    * completion. */
-  ASSERT_EQ(0, uvtw_submit(wheel, 2, 0, UVTW_THREADPOOL, live_pool_cb, NULL,
-                           NULL));
+  ASSERT_EQ(
+      0, uvtw_submit(wheel, 2, 0, UVTW_THREADPOOL, live_pool_cb, NULL, NULL));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(0, atomic_load(&pool_runs));
   ASSERT_EQ(0, uvtw_wheel_advance(wheel, 2));
@@ -748,8 +748,8 @@ static void twin(void) {
         break;
       /* A callback ran later than a timeout it had to start: this run
        * cannot be the virtual one's twin.  A loaded machine; again. */
-      fprintf(stderr, "twin: round %d, run %d was disturbed, again\n",
-              round, attempt);
+      fprintf(stderr, "twin: round %d, run %d was disturbed, again\n", round,
+              attempt);
       ASSERT_LT(attempt, 8);
     }
     ASSERT_EQ(tw_nlog[0], tw_nlog[1]);
@@ -766,8 +766,8 @@ static void twin(void) {
 #define PR_TASKS 200
 
 typedef struct {
-  uint64_t due;    /* the earliest clock it may run at */
-  int exact;       /* it must run at exactly `due` */
+  uint64_t due; /* the earliest clock it may run at */
+  int exact;    /* it must run at exactly `due` */
   unsigned flags;
   atomic_int runs;
   uint64_t ran_at; /* loop tasks */
@@ -831,8 +831,7 @@ static int pr_all_done(void) {
 
   for (k = 0; k < PR_THREADS; k++)
     for (i = 0; i < PR_TASKS; i++)
-      if (atomic_load(&pr[k][i].runs) + atomic_load(&pr[k][i].cancelled) ==
-          0)
+      if (atomic_load(&pr[k][i].runs) + atomic_load(&pr[k][i].cancelled) == 0)
         return 0;
   return 1;
 }
@@ -875,8 +874,8 @@ static void producers(void) {
     ASSERT_EQ(0, uvtw_wheel_pending(wheel));
     for (k = 0; k < PR_THREADS; k++)
       for (i = 0; i < PR_TASKS; i++) {
-        ASSERT_EQ(1, atomic_load(&pr[k][i].runs) +
-                         atomic_load(&pr[k][i].cancelled));
+        ASSERT_EQ(
+            1, atomic_load(&pr[k][i].runs) + atomic_load(&pr[k][i].cancelled));
         runs += (uint64_t) atomic_load(&pr[k][i].runs);
       }
     uvtw_wheel_stats(wheel, &s);
@@ -887,6 +886,7 @@ static void producers(void) {
 }
 
 
+/* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(order_ties),
   TEST_CASE(repeat_counts),
@@ -898,6 +898,7 @@ static const test_case_t cases[] = {
   TEST_CASE(twin),
   TEST_CASE(producers),
 };
+/* clang-format on */
 
 
 int main(int argc, char** argv) {

@@ -12,17 +12,16 @@
 
 #include <uv.h>
 
-#define ASSERT_OP(a, op, b, type, fmt)                                        \
-  do {                                                                        \
-    type assert_a_ = (type) (a);                                              \
-    type assert_b_ = (type) (b);                                              \
-    if (!(assert_a_ op assert_b_)) {                                          \
-      fprintf(stderr,                                                         \
-              "%s:%d: assertion failed: %s %s %s (" fmt " %s " fmt ")\n",     \
-              __FILE__, __LINE__, #a, #op, #b, assert_a_, #op, assert_b_);    \
-      abort();                                                                \
-    }                                                                         \
-  } while (0)
+#define ASSERT_OP(a, op, b, type, fmt)                                         \
+ do {                                                                          \
+  type assert_a_ = (type) (a);                                                 \
+  type assert_b_ = (type) (b);                                                 \
+  if (!(assert_a_ op assert_b_)) {                                             \
+   fprintf(stderr, "%s:%d: assertion failed: %s %s %s (" fmt " %s " fmt ")\n", \
+           __FILE__, __LINE__, #a, #op, #b, assert_a_, #op, assert_b_);        \
+   abort();                                                                    \
+  }                                                                            \
+ } while (0)
 
 #define ASSERT_EQ(a, b) ASSERT_OP(a, ==, b, int64_t, "%" PRId64)
 #define ASSERT_NE(a, b) ASSERT_OP(a, !=, b, int64_t, "%" PRId64)
@@ -36,14 +35,14 @@
 #define ASSERT_UGE(a, b) ASSERT_OP(a, >=, b, uint64_t, "%" PRIu64)
 #define ASSERT_PTR_EQ(a, b) ASSERT_OP(a, ==, b, const void*, "%p")
 #define ASSERT_PTR_NE(a, b) ASSERT_OP(a, !=, b, const void*, "%p")
-#define ASSERT(expr)                                                          \
-  do {                                                                        \
-    if (!(expr)) {                                                            \
-      fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__,    \
-              #expr);                                                         \
-      abort();                                                                \
-    }                                                                         \
-  } while (0)
+#define ASSERT(expr)                                                           \
+ do {                                                                          \
+  if (!(expr)) {                                                               \
+   fprintf(stderr, "%s:%d: assertion failed: %s\n", __FILE__, __LINE__,        \
+           #expr);                                                             \
+   abort();                                                                    \
+  }                                                                            \
+ } while (0)
 
 /* Reproducible pseudo-random numbers, on the caller's state, so that a
  * seed replays a run: xorshift64 (shifts 13, 7, 17; the state must not be
@@ -82,14 +81,14 @@ static inline void test_setenv(const char* name, const char* value) {
 
 
 /* uv_* calls that must succeed: prints uv_err_name on failure. */
-#define ASSERT_UV_OK(expr)                                                    \
-  do {                                                                        \
-    int assert_r_ = (expr);                                                   \
-    if (assert_r_ != 0) {                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %d (%s)\n", __FILE__, __LINE__,      \
-              #expr, assert_r_, assert_r_ < 0 ? uv_err_name(assert_r_) : "?"); \
-      abort();                                                                \
-    }                                                                         \
-  } while (0)
+#define ASSERT_UV_OK(expr)                                                     \
+ do {                                                                          \
+  int assert_r_ = (expr);                                                      \
+  if (assert_r_ != 0) {                                                        \
+   fprintf(stderr, "%s:%d: %s failed: %d (%s)\n", __FILE__, __LINE__, #expr,   \
+           assert_r_, assert_r_ < 0 ? uv_err_name(assert_r_) : "?");           \
+   abort();                                                                    \
+  }                                                                            \
+ } while (0)
 
 #endif /* UVTW_TEST_H */

@@ -97,8 +97,7 @@ static uvtw_wheel_t* add_wheel(const uvtw_options_t* opts) {
 HARNESS_UNUSED static void close_at_teardown(uv_handle_t* h) {
   if (harness_nhandles == harness_handles_cap) {
     harness_handles_cap = harness_handles_cap * 2 + 16;
-    harness_handles = realloc(harness_handles,
-                              harness_handles_cap * sizeof(h));
+    harness_handles = realloc(harness_handles, harness_handles_cap * sizeof(h));
     ASSERT_PTR_NE(NULL, harness_handles);
   }
   harness_handles[harness_nhandles++] = h;

@@ -55,6 +55,7 @@ need_packages() {
     command -v clang >/dev/null || missing+=(clang)
     dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
     command -v valgrind >/dev/null || missing+=(valgrind)
+    command -v clang-format >/dev/null || missing+=(clang-format)
     # The package-deb test: cpack's DEB generator runs file and readelf,
     # the test checks dependencies with dpkg-shlibdeps.
     command -v file >/dev/null || missing+=(file)

@@ -39,6 +39,25 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
       TIMEOUT 300 ENVIRONMENT "UBSAN_OPTIONS=halt_on_error=1")
 endif()
 
+# The layout of lib/, include/ and test/ is .clang-format's.  Formatting
+# differs between clang-format releases: the check runs with Debian 12's,
+# clang-format 14, and says it is skipped with any other.
+find_program(UVTW_CLANG_FORMAT NAMES clang-format-14 clang-format)
+if(UVTW_CLANG_FORMAT AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
+  execute_process(COMMAND ${UVTW_CLANG_FORMAT} --version
+                  OUTPUT_VARIABLE fmt_version ERROR_QUIET)
+  if(fmt_version MATCHES "version 14\\.")
+    add_test(NAME format
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/check-format.sh
+                     ${UVTW_CLANG_FORMAT})
+  else()
+    message(STATUS "format: skipped (the check needs clang-format 14, "
+                   "found: ${fmt_version})")
+  endif()
+else()
+  message(STATUS "format: skipped (no clang-format)")
+endif()
+
 # Valgrind on the core tests: no leaks, no invalid accesses.  Not on a
 # clang build: Debian 12's valgrind 3.19 cannot read the DWARF 5 that
 # clang 14 writes (the GCC tree runs it).

@@ -150,7 +150,7 @@ other_libuvs() {
     libuv_from_tarball "$tarball" "$root"
     build "$root/uvtw" -DCMAKE_PREFIX_PATH="$PWD/$root/prefix" \
           -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
-    run_tests "$root/uvtw" -R '^(test|readme)-'
+    run_tests "$root/uvtw" -R '^(test|readme|docs)-'
   done
 }
 
@@ -210,7 +210,7 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
   fi
   (
     [ ${#env_args[@]} -eq 0 ] || export "${env_args[@]}"
-    run_tests "$root/uvtw" -R '^(test|readme)-' ${ctest_args[@]+"${ctest_args[@]}"}
+    run_tests "$root/uvtw" -R '^(test|readme|docs)-' ${ctest_args[@]+"${ctest_args[@]}"}
   )
 }
 

@@ -105,24 +105,26 @@ if(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   endforeach()
 endif()
 
-# Every C example of README.md is a program that compiles without warnings
-# and runs: readme-examples.py writes each section's ```c blocks out as one
-# program, readme-<section>, at configure time (again whenever README.md
-# changes).  They run in every tree, sanitizers included.
+# Every C example of README.md and docs/*.md is a program that compiles
+# without warnings and runs: readme-examples.py writes each section's ```c
+# blocks out as one program, readme-<section> or docs-<page>-<section>, at
+# configure time (again whenever one of the pages changes).  They run in
+# every tree, sanitizers included.
 find_package(Python3 COMPONENTS Interpreter)
 if(Python3_Interpreter_FOUND)
-  set(readme ${PROJECT_SOURCE_DIR}/README.md)
+  file(GLOB doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+  set(readme ${PROJECT_SOURCE_DIR}/README.md ${doc_pages})
   set(readme_dir ${CMAKE_CURRENT_BINARY_DIR}/readme-examples)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
                ${readme} ${CMAKE_CURRENT_SOURCE_DIR}/readme-examples.py)
   execute_process(
       COMMAND ${Python3_EXECUTABLE}
               ${CMAKE_CURRENT_SOURCE_DIR}/readme-examples.py
-              ${readme} ${readme_dir}
+              ${readme_dir} ${readme}
       OUTPUT_VARIABLE readme_programs
       RESULT_VARIABLE readme_result)
   if(NOT readme_result EQUAL 0)
-    message(FATAL_ERROR "readme-examples.py failed on README.md")
+    message(FATAL_ERROR "readme-examples.py failed on README.md or docs/")
   endif()
   string(REPLACE "\n" ";" readme_programs "${readme_programs}")
   foreach(name ${readme_programs})

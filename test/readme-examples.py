@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Writes the C examples of a Markdown file out as programs.
+"""Writes the C examples of Markdown files out as programs.
 
 Every ```c fenced block is example code.  The blocks of one level-2
 section ("## Title") are one program, in the order they appear: the first
 block starts the program (its #includes), later ones complete it (main).
-Each program goes to OUTDIR/readme-<title-slug>.c, and its name (the file
+A program of README.md goes to OUTDIR/readme-<title-slug>.c, one of
+docs/<page>.md to OUTDIR/docs-<page>-<title-slug>.c, and its name (the file
 name without .c) is printed on its own line.  Any other output file in
-OUTDIR that starts with "readme-" is removed, so that a renamed section
-leaves no stale program.
+OUTDIR that starts with "readme-" or "docs-" is removed, so that a renamed
+section or page leaves no stale program.
 
-Usage: readme-examples.py README.md OUTDIR
+Usage: readme-examples.py OUTDIR FILE.md...
 """
 
 import os
@@ -52,29 +53,33 @@ def slug(title):
 
 
 def main():
-    if len(sys.argv) != 3:
-        sys.exit("usage: readme-examples.py README.md OUTDIR")
-    with open(sys.argv[1], encoding="utf-8") as f:
-        markdown = f.read()
-    outdir = sys.argv[2]
+    if len(sys.argv) < 3:
+        sys.exit("usage: readme-examples.py OUTDIR FILE.md...")
+    outdir = sys.argv[1]
     os.makedirs(outdir, exist_ok=True)
     names = []
-    for title, source in programs(markdown, sys.argv[1]):
-        name = "readme-" + slug(title)
-        if name in names:
-            sys.exit("two sections are named %r" % title)
-        names.append(name)
-        path = os.path.join(outdir, name + ".c")
-        # Rewrite only on change, so that the build redoes only what changed.
-        old = None
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                old = f.read()
-        if old != source:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(source)
+    for markdown_path in sys.argv[2:]:
+        page = os.path.splitext(os.path.basename(markdown_path))[0]
+        prefix = "readme-" if page == "README" else "docs-" + page + "-"
+        with open(markdown_path, encoding="utf-8") as f:
+            markdown = f.read()
+        for title, source in programs(markdown, markdown_path):
+            name = prefix + slug(title)
+            if name in names:
+                sys.exit("two sections are named %r" % title)
+            names.append(name)
+            path = os.path.join(outdir, name + ".c")
+            # Rewrite only on change, so that the build redoes only what
+            # changed.
+            old = None
+            if os.path.exists(path):
+                with open(path, encoding="utf-8") as f:
+                    old = f.read()
+            if old != source:
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(source)
     for entry in os.listdir(outdir):
-        if (entry.startswith("readme-") and entry.endswith(".c")
+        if (entry.startswith(("readme-", "docs-")) and entry.endswith(".c")
                 and entry[:-2] not in names):
             os.remove(os.path.join(outdir, entry))
     print("\n".join(names))

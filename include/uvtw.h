@@ -18,22 +18,12 @@
  *   - "Loop thread" functions must be called on the thread that runs the
  *     wheel's loop, or while that loop is not running, by its owner: the
  *     thread that created the wheel, which must be the one that runs the
- *     loop.
- *     "Any thread" functions are safe from every thread at once, including
- *     from inside callbacks.
+ *     loop.  "Any thread" functions are safe from every thread at once,
+ *     including from inside callbacks.
  *
- * Requires libuv >= 1.44; tested on 1.44.2 (Debian 12), 1.48.0 and 1.52.1.
- * uvtw adapts to the libuv it runs with, read from uv_version() when a wheel
- * is created, not to the headers it was compiled against: its timers keep
- * uv_timer_t's iteration and order on each release.  What differs between
- * releases is said at uvtw_timer_start and in README.md, "libuv versions".
- *
- * Platforms: tested on Linux (x86-64 with GCC 12 and clang 14; i686,
- * armv7 and aarch64 with GCC 12) and on Windows x86-64 (MinGW-w64 GCC 12,
- * under wine); see "Platforms" in README.md.  The library is C11
- * with GNU extensions and uses GCC builtins, so it needs GCC or clang;
- * other unixes with either are likely to work but untested, and MSVC is
- * not supported.
+ * Requires libuv >= 1.44, adapting to the release it runs with.  The full
+ * semantics are in docs/: wheel.md, timers.md, tasks.md, virtual-time.md,
+ * libuv-versions.md.
  */
 
 #ifndef UVTW_H
@@ -102,16 +92,9 @@ typedef struct uvtw_options_s {
 /* The buckets of uvtw_stats_t.lateness. */
 #define UVTW_LATENESS_BUCKETS 16
 
-/* Counters of one wheel.  The task counters are kept by the loop thread as
- * it processes tasks, so they trail the other threads' calls by up to one
- * loop iteration; except that a task cancelled before the loop took it in
- * (by any thread, also one submitted on the loop thread) counts in
- * tasks_accepted and tasks_cancelled as soon as the cancel returns.
- * tasks_live is exact for tasks whose uvtw_submit returned 0 before this
- * call: it counts each of them that has not ended, and none that ended
- * before the call began (a submit or cancel still in progress on another
- * thread, or a task that ends during the call, may or may not be
- * counted). */
+/* Counters of one wheel (docs/wheel.md, "Counters").  The task counters
+ * trail other threads' calls by up to one loop iteration; tasks_live is
+ * exact for tasks whose uvtw_submit returned before the call. */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;    /* loop-thread timers now active */
   uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */
@@ -125,19 +108,10 @@ typedef struct uvtw_stats_s {
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
   uint64_t queue_high_water; /* most submissions taken in one batch */
-  /* Callbacks by how late they ran: the wheel's clock (uv_now(loop)) when
-   * the callback starts, minus its deadline rounded up to a tick.
-   * lateness[0] counts those that ran on that millisecond, lateness[i]
-   * for i = 1 to 14 those late by 2^(i-1) to 2^i - 1 ms, lateness[15]
-   * those late by 2^14 ms or more.  Timers and loop-thread tasks count
-   * when their callback runs, threadpool tasks when they are handed to
-   * the pool; final UV_ECANCELED calls do not count.  So the sum is
-   * `fired`, plus the threadpool runs handed over that have not come back
-   * or never ran (a cancel or close came first), plus, read inside a
-   * task's callback, that task.  On a virtual wheel every callback counts
-   * as on time, in lateness[0].  Callbacks late more than rarely mean a
-   * blocked loop: something on it runs for long.  uvtw_lateness_quantile
-   * reads percentiles from it. */
+  /* Callbacks by how late they ran: the wheel's clock when the callback
+   * starts minus its deadline rounded up to a tick.  lateness[0]: on
+   * time; lateness[i], i = 1..14: late by 2^(i-1) to 2^i - 1 ms;
+   * lateness[15]: by 2^14 ms or more (docs/virtual-time.md, "Lateness"). */
   uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } uvtw_stats_t;
 
@@ -148,11 +122,9 @@ struct uvtw__link {
   struct uvtw__link* prev;
 };
 
-/* A loop-thread timer.  The caller allocates it, usually embedded in its own
- * struct, and initialises it with uvtw_timer_init().  Unlike a uv_timer_t it
- * is not a handle and needs no close: an inactive timer may simply be freed.
- * An active timer must be stopped before its memory is reused.
- * 64 bytes on LP64. */
+/* A loop-thread timer, caller-allocated (usually embedded) and set up by
+ * uvtw_timer_init().  Not a handle: an inactive timer may simply be freed;
+ * an active one must be stopped before its memory is reused. */
 struct uvtw_timer_s {
   void* data; /* public */
   /* private */
@@ -187,24 +159,15 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
                                const uvtw_options_t* opts,
                                uvtw_wheel_t** out);
 
-/* Starts closing the wheel.  May be called from inside any callback.  Every
- * active timer becomes inactive at once, without its callback running.
- * Every live task gets exactly one final cb(arg, UV_ECANCELED) on the loop
- * thread, after this call returns: threadpool runs in flight are waited
- * for (a one-shot in flight ends by its run; a repeating one gets its final
- * call after it), queued ones are uv_cancel'ed.  Then the wheel's handles
- * close, cb(wheel) runs (cb may be NULL) and the wheel's memory is freed;
- * the loop must run for that to happen, and keeps running until it has.
- * From the moment close starts, uvtw_timer_start and uvtw_submit return
- * UV_ECANCELED.  A uvtw_submit or uvtw_cancel that another thread has
- * under way while close runs is waited for: close does not finish while
- * such a call is inside the wheel, so it either returns UV_ECANCELED
- * (submit: nothing scheduled) or UV_ENOENT (cancel: nothing ended), or
- * ends before close does (a task it submitted gets its final call).  Shutdown
- * rule: other threads must still stop calling into the wheel before cb runs: a
- * call that has not yet reached the wheel's shared state when close
- * finishes (for example one preempted on its first instructions) finds
- * the wheel freed; using the wheel after cb is undefined.  Loop thread.
+/* Starts closing the wheel; may be called from inside any callback.  Every
+ * active timer becomes inactive at once, without running.  Every live task
+ * gets exactly one final cb(arg, UV_ECANCELED) on the loop thread, after
+ * this returns.  Then the handles close, cb(wheel) runs (cb may be NULL)
+ * and the wheel is freed; the loop must run for that.  From now on
+ * uvtw_timer_start and uvtw_submit return UV_ECANCELED.  Close waits for
+ * other threads' calls already inside the wheel, but other threads must
+ * stop calling into it before cb runs (docs/wheel.md, "Closing").
+ * Loop thread.
  * Errors: UV_EINVAL  wheel is NULL or already closing. */
 UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 
@@ -216,38 +179,14 @@ UVTW_EXTERN uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel);
  * uv_now(loop); on a virtual wheel, its own clock.  Loop thread. */
 UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
 
-/* Moves a virtual wheel's clock forward by `ms` (saturating at UINT64_MAX)
- * and, before it returns, runs every timer and loop-thread task that comes
- * due on the way, in the order they would run in real time: by deadline,
- * ties in the order they were (re)started (libuv's order).  Each callback
- * sees uvtw_wheel_now() equal to its own deadline rounded up to a tick:
- * there is no lateness in virtual time (but for a task taken in after its
- * deadline, below), and the clock never goes back.  So a repeating timer
- * fires once per period in the span: its next deadline is the deadline it
- * fired at plus its repeat.  A timer or task that a callback starts with
- * a deadline inside the span runs before advance returns too; one started
- * with timeout 0 runs after the callbacks due at the same time that were
- * collected before it (the snapshot rule), with the clock unchanged, so a
- * callback that always restarts itself with timeout 0 keeps advance from
- * returning.  A UVTW_THREADPOOL task that comes due is handed to the
- * threadpool at that moment; its run and its completion follow as usual,
- * while the loop runs.  ms = 0 runs what is due now.  A deadline of
- * UINT64_MAX (a saturated one) is never reached, as in real time.
- * Tasks from other threads: a submit counts its delay from the wheel's
- * clock at that moment.  Before the clock moves, advance takes in the
- * tasks other threads have submitted, one batch of up to 4096, as the
- * loop's poll phase does (the async handle still takes in the rest).  A
- * task that was due at or before the clock when it was taken in runs in
- * the next advance, with the clock where it is.
- * If a callback closes the wheel, advance returns 0 at once, the clock at
- * that callback's time.  Loop thread.
- * Liveness: a virtual wheel's timers never wake the loop and never keep
- * uv_run(UV_RUN_DEFAULT) running, since nothing but advance moves their
- * time.  Its tasks keep the loop alive until the loop has taken them in
- * and filed them (README.md, "Semantics"); a filed task then waits for
- * advance like a timer and no longer holds the loop.  A threadpool run,
- * once handed to the pool, holds it until its completion, as on an
- * ordinary wheel.
+/* Moves a virtual wheel's clock forward by `ms` (saturating) and, before
+ * it returns, runs every timer and loop-thread task that comes due on the
+ * way, also those that callbacks start inside the span, in real time's
+ * order.  Each callback sees uvtw_wheel_now() at its own deadline rounded
+ * up to a tick: no lateness, so a repeating timer fires once per period.
+ * ms = 0 runs what is due now.  A virtual wheel's timers never wake the
+ * loop nor keep uv_run running.  If a callback closes the wheel, advance
+ * returns 0 at once.  Loop thread.  docs/virtual-time.md has the rules.
  * Errors: UV_EINVAL     wheel is NULL or was made without virtual_time;
  *         UV_ECANCELED  the wheel is closing;
  *         UV_EBUSY      called from inside one of the wheel's own
@@ -265,31 +204,17 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 /* Copies the wheel's counters into *out.  Loop thread. */
 UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
 
-/* An upper bound, in ms, on the q-quantile of stats->lateness (q from 0
- * to 1; clamped): the bound of the bucket that holds the callback of rank
- * ceil(q * total) (the product rounded to double), at least the first.
- * So q = 0.5 bounds the median, 0.99 the 99th percentile and 1 the latest
- * callback, each rounded up to its bucket's bound: 0, 1, 3, 7, ...,
- * 2^14 - 1, or UINT64_MAX for the last bucket (late by 2^14 ms or more).
+/* An upper bound, in ms, on the q-quantile of stats->lateness (q clamped
+ * to 0..1): the bound of the bucket that holds the callback of rank
+ * ceil(q * total), at least the first: 0, 1, 3, 7, ..., 2^14 - 1, or
+ * UINT64_MAX for the last bucket.  0.5 bounds the median, 1 the latest.
  * 0 if nothing was counted.  Any thread (it reads only *stats). */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
- * returns until it ends.  Any thread.
- *   - Timers: the user's active timers, one counter written by the loop
- *     thread: from another thread a snapshot that may miss a start or stop
- *     made during the call, never a timer that does not exist (a task's
- *     own timer is never counted).
- *   - Tasks, with max_tasks set: the places taken under max_tasks (one
- *     load; never more than max_tasks).
- *   - Tasks, without: every task live throughout the call is counted, and
- *     the count is the exact number live at one moment during the call
- *     unless tasks ended during each of its 4 tries (reads of every
- *     thread's counters); then it is the smallest of the 4, which may also
- *     count the tasks that ended during that try.  So a reader that is
- *     descheduled in a try does not count the tasks that came and went
- *     meanwhile. */
+ * returns until it ends.  Any thread: from another thread, the timers are
+ * a snapshot that may miss a start or stop made during the call. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
 
@@ -301,19 +226,13 @@ UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
  * Errors: UV_EINVAL  wheel or timer is NULL. */
 UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
 
-/* Starts (or restarts, if active) the timer: cb runs once uv_now(loop) has
- * reached uv_now(loop) + timeout (saturating at UINT64_MAX), rounded up to a
- * tick; then every `repeat` ms if repeat is non-zero, counted from the loop
- * time at which it fired.  (On a virtual wheel: its clock, uvtw_wheel_now,
- * instead of uv_now, and the timer runs in the uvtw_wheel_advance that
- * reaches its deadline.)  Same order, same iteration and never early, as
- * uv_timer_start on the same libuv.  A timer started from a wheel callback
- * with timeout 0 waits for the next loop iteration; so does a uv_timer_t
- * started from a timer callback from libuv 1.48 on, while libuv 1.44 to
- * 1.47 run that one again in the same pass (uvtw never does: a pass never
- * spins).  While it is active and referenced, it keeps
- * uv_run(UV_RUN_DEFAULT) running, also when it is due now.  Restarting an
- * active timer to a later deadline is O(1) and touches only the timer.
+/* Starts (or restarts, if active) the timer: cb runs once the wheel's
+ * clock has reached now + timeout (saturating), rounded up to a tick; then
+ * every `repeat` ms if repeat is non-zero, counted from the time it fired.
+ * Same order, same iteration and never early, as uv_timer_start on the
+ * same libuv; a timer started from a wheel callback with timeout 0 waits
+ * for the next iteration (docs/timers.md).  While active and referenced it
+ * keeps uv_run(UV_RUN_DEFAULT) running.  O(1).
  * Errors: UV_EINVAL     timer or cb is NULL;
  *         UV_ECANCELED  the wheel is closing. */
 UVTW_EXTERN int uvtw_timer_start(uvtw_timer_t* timer,

@@ -17,6 +17,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
 static void conn_input(conn_t* c, const char* p, size_t len);
 static void conn_timer(xtimer_t* t);
 static void conn_arm(conn_t* c);
+static void conn_linger(conn_t* c, const char* msg, uint64_t ms);
 
 
 /* ---------------------------------------------------------------------- */
@@ -26,9 +27,15 @@ static void on_write(uv_write_t* req, int status) {
   wreq_t* w = (wreq_t*) req;
   conn_t* c = req->handle->data;
 
-  (void) status; /* a failed write shows up as a read error or EOF */
   output_release(c, w->len);
   free(w);
+  /* A failed write shows up as a read error, except after the client's
+   * EOF, when the server reads no more: then it is the only sign that the
+   * client is gone (it closed, and its kernel answered with a reset). */
+  if (status < 0 && c->state == CONN_OPEN && c->eof) {
+    conn_close(c);
+    return;
+  }
   if ((c->paused & PAUSE_OWN) && c->queued < WRITE_QUEUE_LOW)
     conn_resume(c, PAUSE_OWN);
 }
@@ -125,7 +132,7 @@ void conn_resume(conn_t* c, int why) {
     if (c->paused != 0)
       return;
   }
-  if (c->state == CONN_OPEN &&
+  if (c->state == CONN_OPEN && !c->eof &&
       uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0)
     conn_close(c);
 }
@@ -206,6 +213,31 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
 }
 
 
+/* Sends msg (if not NULL) and ends the connection: shuts down our side
+ * once everything queued is sent, and closes on the client's EOF, on an
+ * error, or after ms. */
+static void conn_linger(conn_t* c, const char* msg, uint64_t ms) {
+  if (c->state != CONN_OPEN)
+    return;
+  conn_leave_open(c);
+  c->state = CONN_CLOSING;
+  c->shutdown_req.data = c;
+  /* Reading may be stopped (paused, or not started yet for BYE busy): from
+   * now on on_read only throws input away.  After the client's EOF there
+   * is nothing left to read, and the shutdown alone ends it. */
+  uv_read_stop((uv_stream_t*) &c->tcp);
+  if (c->eof)
+    c->peer_eof = 1;
+  if ((msg != NULL && conn_send(c, msg, strlen(msg)) != 0) ||
+      uv_shutdown(&c->shutdown_req, (uv_stream_t*) &c->tcp, on_shutdown) != 0 ||
+      (!c->eof &&
+       uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0) ||
+      xtimer_start(&c->timer, conn_timer, ms) != 0) {
+    conn_close(c);
+  }
+}
+
+
 /* Sends a last line and ends the connection with a lingering close.
  *
  * Closing a socket whose receive buffer holds unread bytes, or that
@@ -219,20 +251,17 @@ static void on_shutdown(uv_shutdown_t* req, int status) {
  * goes on reading, throwing the input away, until the client's EOF or
  * LINGER_MS; then it closes. */
 void conn_bye(conn_t* c, const char* msg) {
-  if (c->state != CONN_OPEN)
-    return;
-  conn_leave_open(c);
-  c->state = CONN_CLOSING;
-  c->shutdown_req.data = c;
-  /* Reading may be stopped (paused, or not started yet for BYE busy): from
-   * now on on_read only throws input away. */
-  uv_read_stop((uv_stream_t*) &c->tcp);
-  if (conn_send(c, msg, strlen(msg)) != 0 ||
-      uv_shutdown(&c->shutdown_req, (uv_stream_t*) &c->tcp, on_shutdown) != 0 ||
-      uv_read_start((uv_stream_t*) &c->tcp, on_alloc, on_read) != 0 ||
-      xtimer_start(&c->timer, conn_timer, LINGER_MS) != 0) {
-    conn_close(c);
-  }
+  conn_linger(c, msg, LINGER_MS);
+}
+
+
+/* The client has half-closed (c->eof) and every request it sent is
+ * answered: what is left is the queued output.  The shutdown sends it,
+ * then our FIN; the client gets --idle-ms to read it, as a client that
+ * never reads must not hold its descriptor for ever. */
+void conn_answered(conn_t* c) {
+  if (c->state == CONN_OPEN && c->eof && c->nreqs == 0)
+    conn_linger(c, NULL, opt.idle_ms);
 }
 
 
@@ -250,11 +279,12 @@ static void conn_arm(conn_t* c) {
   /* The next PING is due at the next multiple of heartbeat_ms of silence,
    * unless the BYE comes first.  A late wake-up skips PINGs, never BYE.
    * While paused for output, neither applies (its silence is ours), only
-   * BYE slow and the line deadline. */
+   * BYE slow and the line deadline.  After the client's EOF it cannot
+   * answer a PING: only BYE idle is left. */
   wait = UINT64_MAX;
   if (!(c->paused & (PAUSE_OWN | PAUSE_CAP))) {
     wait = (silent / opt.heartbeat_ms + 1) * opt.heartbeat_ms;
-    if (wait > opt.idle_ms)
+    if (wait > opt.idle_ms || c->eof)
       wait = opt.idle_ms;
     wait = wait > silent ? wait - silent : 0;
   }
@@ -332,7 +362,8 @@ static void conn_timer(xtimer_t* t) {
   }
   if (!(c->paused & (PAUSE_OWN | PAUSE_CAP))) {
     silent = now - c->last_activity;
-    if (silent >= opt.heartbeat_ms && c->paused == 0 && input_waiting(c)) {
+    if (silent >= opt.heartbeat_ms && c->paused == 0 && !c->eof &&
+        input_waiting(c)) {
       conn_arm_soon(c); /* the read comes in this iteration's poll */
       return;
     }
@@ -341,7 +372,7 @@ static void conn_timer(xtimer_t* t) {
       conn_bye(c, "BYE idle\n");
       return;
     }
-    if (silent >= opt.heartbeat_ms)
+    if (silent >= opt.heartbeat_ms && !c->eof)
       conn_reply(c, "PING");
   }
   if (c->state == CONN_OPEN)
@@ -452,6 +483,24 @@ static void conn_input(conn_t* c, const char* p, size_t len) {
 }
 
 
+/* The client's EOF: it has sent its last line, and may still read (a
+ * half-close, as nc -N or an HTTP/1.0 client does).  Every request it
+ * sent is answered, or its deadline answers it, then the queued output
+ * is sent, then the server shuts down and closes (conn_answered).  A
+ * partial line can never end now: it is dropped.  EOF is the client's
+ * last activity, so BYE idle still comes --idle-ms after it if answers
+ * are owed that long. */
+static void conn_eof(conn_t* c) {
+  c->eof = 1;
+  uv_read_stop((uv_stream_t*) &c->tcp);
+  c->line_len = 0;
+  c->last_activity = uv_now(&c->lp->loop);
+  conn_answered(c);
+  if (c->state == CONN_OPEN)
+    conn_arm(c);
+}
+
+
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   conn_t* c = stream->data;
 
@@ -466,8 +515,12 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     }
     return;
   }
+  if (nread == UV_EOF) {
+    conn_eof(c);
+    return;
+  }
   if (nread < 0) {
-    conn_close(c); /* EOF or error: nobody is left to answer */
+    conn_close(c); /* a reset or an error: nobody is left to answer */
     return;
   }
   if (nread == 0)

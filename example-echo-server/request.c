@@ -125,6 +125,7 @@ static void req_answer(req_t* r, int abandon_late) {
              finished > r->read_at ? finished - r->read_at : 0);
   req_detach(r);
   conn_reply(c, buf);
+  conn_answered(c); /* its last answer to a client that half-closed */
   xtimer_close(&r->deadline, req_deadline_closed);
 }
 

@@ -154,6 +154,7 @@ struct conn_s {
   int counted; /* counted in nconns; a "BYE busy" connection is not */
   int shut;    /* CONN_CLOSING: the last line is sent, and our FIN */
   int peer_eof; /* CONN_CLOSING: the client's EOF came first */
+  int eof;      /* CONN_OPEN: the client half-closed; no more reading */
   int paused;  /* reading stopped: PAUSE_* bits */
   /* 2 until both the TCP handle and the timer are closed, plus one for
    * each work in c->works (req_s.owner). */
@@ -276,6 +277,7 @@ void out_append(loop_t* lp, const char* data, size_t len);
 void out_flush(conn_t* c);
 void conn_close(conn_t* c);
 void conn_bye(conn_t* c, const char* msg);
+void conn_answered(conn_t* c);
 void conn_accepted(loop_t* lp, int fd);
 void conn_pause(conn_t* c, int why);
 void conn_resume(conn_t* c, int why);

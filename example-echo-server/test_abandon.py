@@ -111,7 +111,9 @@ def test_fair_share(port):
     check(answer == "OK d",
           "then the same connection is served again (%s)" % answer)
     greedy2.close()
-    greedy.close()
+    # A reset, not a FIN: a FIN is a half-close, after which the server
+    # still answers the requests in flight (test_half_close.py).
+    greedy.reset()
     wait_idle(port, "the greedy connection left")
 
 

@@ -4,7 +4,13 @@
 listener on the one port (SO_REUSEPORT).  Connections spread over both,
 STATS on any connection reports the whole server (its lateness
 histogram too: the loops' buckets added), and echo-load's mixed and rpc
-runs see no violation.  Run in the TSan build too."""
+runs see no violation.  Run in the TSan build too.
+
+The POSIX fallback (uvtw-echo-server-posix, or any unix but Linux) has
+one listening socket that both loops poll, and whichever wakes first
+accepts up to 64 connections in a row: how they spread is up to the
+scheduler, so there the test checks only that every connection is
+served and that STATS sums every loop."""
 
 import sys
 import time
@@ -100,6 +106,10 @@ def main():
     srv = Server(args.server, args.timers, "--loops", loops,
                  "--heartbeat-ms", 1000, "--idle-ms", 3000,
                  "--threads", 32)
+    # The server says so when it starts (loop.c).
+    shared = "share one listening socket" in srv.stderr()
+    log("listeners: %s" % ("one shared by the loops (POSIX fallback)"
+                           if shared else "one per loop (SO_REUSEPORT)"))
     log("%d connections over %s loops" % (CONNS, loops))
     conns = [Conn(srv.port) for _ in range(CONNS)]
     for i, c in enumerate(conns):
@@ -119,8 +129,9 @@ def main():
     check(s.get("loops") == int(loops) and len(per_loop) == int(loops),
           "STATS reports %s loops: loop_conns=%s" % (loops,
                                                      s.get("loop_conns")))
-    check(all(n > 0 for n in per_loop),
-          "connections went to every loop: %s" % per_loop)
+    if not shared:
+        check(all(n > 0 for n in per_loop),
+              "connections went to every loop: %s" % per_loop)
     check(s.get("conns") == CONNS and sum(per_loop) == CONNS,
           "the whole server: conns=%s, their sum %d" % (s.get("conns"),
                                                         sum(per_loop)))

@@ -31,7 +31,9 @@ if [ "$build_type" != Release ]; then
   echo "chart.sh: $build is a '$build_type' tree, not Release" >&2
 fi
 commit=$(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+cpuinfo() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -n 1; }
+cpu="$(cpuinfo 'model name') (family $(cpuinfo 'cpu family') model"
+cpu="$cpu $(cpuinfo model), $(cpuinfo 'cpu MHz' | cut -d . -f 1) MHz)"
 load() { cut -d ' ' -f 1-3 /proc/loadavg; }
 
 {

@@ -108,7 +108,7 @@ def script(meta, cells):
     sizes = sorted({n for c in cells.values() for n in c})
     runs = sorted({r for c in cells.values() for (_, _, _, r) in c.values()})
     lines = [
-        "set terminal svg size 1080,700 dynamic font 'sans,12' noenhanced",
+        "set terminal svg size 1080,700 fixed font 'sans,12' noenhanced",
         "set encoding utf8",
     ]
     # Data blocks, one per scenario: n, uvtw, baseline, ratio.

@@ -8,10 +8,11 @@ BENCH_OUTPUT ("-" for stdin) holds uvtw-bench's stdout: one key=value line
 per scenario and size (bench/README.md).  Lines "# key: value" before them
 (as bench/chart.sh writes) give the caption's date, machine, commit and
 load; the options override them, and without either the caption says what
-this machine and checkout are now.  Four panels, both axes log scale: ns
+this machine and checkout are now.  Five panels, both axes log scale: ns
 per operation against the number of timers for insert, churn and rpc, and
 CPU ns per expiry for expire-seq and expire-rand; uvtw beside uv_timer_t,
-each baseline point labelled with the ratio (baseline / uvtw).  Exit 1 if
+each baseline point labelled with the ratio (baseline / uvtw); the caption
+in the sixth place.  Exit 1 if
 a scenario is missing or a line cannot be read, 2 on a usage error.
 """
 

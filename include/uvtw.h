@@ -271,7 +271,8 @@ UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
  * So q = 0.5 bounds the median, 0.99 the 99th percentile and 1 the latest
  * callback, each rounded up to its bucket's bound: 0, 1, 3, 7, ...,
  * 2^14 - 1, or UINT64_MAX for the last bucket (late by 2^14 ms or more).
- * 0 if nothing was counted.  Any thread (it reads only *stats). */
+ * 0 if nothing was counted.  Defined for any counts, also when their
+ * total passes 2^64.  Any thread (it reads only *stats). */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 

@@ -127,7 +127,7 @@ static void long_gap(void) {
  * there, which uvtw__core_next_expiry then returns instead of walking the
  * list; exact again once the pass at it has re-filed the list. */
 static void overflow_bound(void) {
-  static uvtw_timer_t far[1000];
+  static uvtw_timer_t far_timers[1000];
   uvtw__core_t core;
   uvtw_timer_t a;
   uvtw_timer_t b;
@@ -135,10 +135,10 @@ static void overflow_bound(void) {
 
   memset(&a, 0, sizeof(a));
   memset(&b, 0, sizeof(b));
-  memset(far, 0, sizeof(far));
+  memset(far_timers, 0, sizeof(far_timers));
   uvtw__core_init(&core, 1, 1000);
   for (i = 0; i < 1000; i++)
-    uvtw__core_start(&core, &far[i], UINT64_MAX - (uint64_t) i);
+    uvtw__core_start(&core, &far_timers[i], UINT64_MAX - (uint64_t) i);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), UINT64_MAX - 999);
   uvtw__core_start(&core, &a, (uint64_t) 1 << 45);
   uvtw__core_start(&core, &b, (uint64_t) 1 << 46);

@@ -948,7 +948,7 @@ static void fr_thread(void* arg) {
 
 
 static void far_and_records(void) {
-  static uvtw_timer_t far[FR_FAR];
+  static uvtw_timer_t far_timers[FR_FAR];
   static uv_thread_t threads[FR_THREADS];
   uvtw_stats_t stats;
   uvtw_timer_t rep;
@@ -956,8 +956,8 @@ static void far_and_records(void) {
 
   setup_virtual(1);
   for (i = 0; i < FR_FAR; i++) {
-    ASSERT_EQ(0, uvtw_timer_init(wheel, &far[i]));
-    ASSERT_EQ(0, uvtw_timer_start(&far[i], never_cb, UINT64_MAX, 0));
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &far_timers[i]));
+    ASSERT_EQ(0, uvtw_timer_start(&far_timers[i], never_cb, UINT64_MAX, 0));
   }
   ASSERT_EQ(0, uv_barrier_init(&fr_made, FR_THREADS + 1));
   ASSERT_EQ(0, uv_barrier_init(&fr_done, FR_THREADS + 1));
@@ -988,7 +988,7 @@ static void far_and_records(void) {
   uv_barrier_destroy(&fr_done);
   uvtw_timer_stop(&rep);
   for (i = 0; i < FR_FAR; i++)
-    uvtw_timer_stop(&far[i]);
+    uvtw_timer_stop(&far_timers[i]);
   teardown();
 }
 

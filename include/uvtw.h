@@ -208,7 +208,8 @@ UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
  * to 0..1): the bound of the bucket that holds the callback of rank
  * ceil(q * total), at least the first: 0, 1, 3, 7, ..., 2^14 - 1, or
  * UINT64_MAX for the last bucket.  0.5 bounds the median, 1 the latest.
- * 0 if nothing was counted.  Any thread (it reads only *stats). */
+ * 0 if nothing was counted; defined for any counts, also totals past
+ * 2^64.  Any thread (it reads only *stats). */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 

@@ -78,31 +78,6 @@ static inline void uvtw__fence(void) {
 #endif
 }
 
-/* The asymmetric pair for a handshake whose one side runs on every call
- * and whose other side is rare (close: task-record.h, enter): the common
- * side's fence is uvtw__fence_light, a compiler barrier only, and the
- * rare side's is uvtw__fence_heavy, which makes every other running
- * thread of the process execute a full barrier (Linux's membarrier, in
- * its private expedited mode, from Linux 4.14 on) before it returns.
- * So either the common side's store-then-load comes wholly before that
- * barrier, and the rare side sees its store, or its load comes after it,
- * and sees the rare side's store.  uvtw__asym_fences_init registers the
- * process once, at the first wheel's creation; where membarrier is not
- * there (another kernel or system, an emulator that lacks it, TSan,
- * which cannot see it), both sides are uvtw__fence.  Set once, before
- * any wheel exists, so every thread that uses a wheel reads one value. */
-extern int uvtw__asym_fences;
-
-void uvtw__asym_fences_init(void);
-void uvtw__fence_heavy(void);
-
-static inline void uvtw__fence_light(void) {
-  if (__builtin_expect(uvtw__asym_fences, 1))
-    atomic_signal_fence(memory_order_seq_cst);
-  else
-    uvtw__fence();
-}
-
 
 /* Adds `delta` to a counter that only the calling thread writes: a load
  * and a store, no read-modify-write (readers on other threads see either

@@ -142,9 +142,22 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
   CHECK(uvtw__list_empty(&core->overflow) ||
             block < (uint64_t) 1 << (64 - UVTW__TOP_SHIFT),
         "overflow timers in the last top-level block");
+  first = tally.min_e;
+  tally.min_e = UVTW__NO_TICK;
   CHECK(check_list(core, &core->overflow, block << UVTW__TOP_SHIFT,
                    UVTW__NO_TICK, "overflow", &tally, out) == 0,
         "overflow");
+  /* Its bound is never late, and beyond n's top-level block (core.h). */
+  CHECK(core->overflow_min <= tally.min_e,
+        "overflow bound %llu after its minimum %llu",
+        (unsigned long long) core->overflow_min,
+        (unsigned long long) tally.min_e);
+  CHECK(core->overflow_min == UVTW__NO_TICK ||
+            core->overflow_min >> UVTW__TOP_SHIFT > n >> UVTW__TOP_SHIFT,
+        "overflow bound %llu in now's top-level block (now_tick %llu)",
+        (unsigned long long) core->overflow_min, (unsigned long long) n);
+  if (first < tally.min_e)
+    tally.min_e = first;
   /* Nothing is due early: ready and due hold only expired timers. */
   first = tally.min_e;
   CHECK(check_list(core, &core->ready, 0, n, "ready", &tally, out) == 0,
@@ -173,5 +186,14 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
         (unsigned long long) next, (unsigned long long) tally.min_e);
   CHECK(tally.count != 0 || next == UVTW__NO_TICK, "empty wheel wakes at %llu",
         (unsigned long long) next);
+  /* The virtual clock's next pass: never late, and ahead unless work is
+   * ready. */
+  next = uvtw__core_next_expiry(core);
+  CHECK(next <= tally.min_e, "next expiry %llu after the minimum %llu",
+        (unsigned long long) next, (unsigned long long) tally.min_e);
+  CHECK(next > n || next == UVTW__NO_TICK || !uvtw__list_empty(&core->ready) ||
+            !uvtw__list_empty(&core->due),
+        "next expiry %llu not after now_tick %llu with nothing ready",
+        (unsigned long long) next, (unsigned long long) n);
   return 0;
 }

@@ -183,6 +183,8 @@ static inline void uvtw__core_file(uvtw__core_t* core,
   } else {
     bit = 63 ^ (uint64_t) __builtin_clzll(d); /* bit length - 1 */
     if (bit >= UVTW__FILE_MAX_LEN) {
+      if (e < core->overflow_min)
+        core->overflow_min = e;
       uvtw__list_append(&core->overflow, &t->link_);
       return;
     }

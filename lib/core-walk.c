@@ -56,6 +56,7 @@ void uvtw__core_clear(uvtw__core_t* core) {
   memset(core->occupied, 0, sizeof(core->occupied));
   core->l0_words = 0;
   clear_list(&core->overflow);
+  core->overflow_min = UVTW__NO_TICK;
   clear_list(&core->ready);
   clear_list(&core->due);
   atomic_store_explicit(&core->active, 0, memory_order_relaxed);

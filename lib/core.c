@@ -119,6 +119,7 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   for (s = 0; s < UVTW__NSLOTS; s++)
     uvtw__list_init(&core->slots[s]);
   uvtw__list_init(&core->overflow);
+  core->overflow_min = UVTW__NO_TICK;
   uvtw__list_init(&core->ready);
   uvtw__list_init(&core->due);
 }
@@ -337,20 +338,14 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 
 
 uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
-  const struct uvtw__link* link;
   uint64_t next;
-  uint64_t e;
   unsigned level;
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick;
   earliest_slot(core, &level, &next);
-  for (link = core->overflow.next; link != &core->overflow; link = link->next) {
-    e = uvtw__core_tick_of(
-        core, uvtw__timer_of((struct uvtw__link*) link)->deadline_);
-    if (e < next)
-      next = e;
-  }
+  if (!uvtw__list_empty(&core->overflow) && core->overflow_min < next)
+    next = core->overflow_min;
   return next;
 }
 
@@ -378,6 +373,8 @@ static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
       return;
     }
   }
+  if (e < core->overflow_min)
+    core->overflow_min = e;
   uvtw__list_append(&core->overflow, &t->link_);
 }
 
@@ -570,8 +567,11 @@ static void advance(uvtw__core_t* core,
       break; /* so do all higher levels */
     take_blocks(core, level == 0 ? l0_to : todo, level, nb + 1, nb2);
   }
-  if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1))
+  if (block_of(n, UVTW__LEVELS - 1) != block_of(n2, UVTW__LEVELS - 1)) {
+    /* The cascade re-files the list, and the bound with it. */
     uvtw__list_splice(todo, &core->overflow);
+    core->overflow_min = UVTW__NO_TICK;
+  }
   set_now(core, n2);
 }
 

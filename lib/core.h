@@ -166,8 +166,18 @@ typedef struct uvtw__core_s {
   uint32_t count[UVTW__UPPER_SLOTS];
   struct uvtw__link slots[UVTW__NSLOTS];
   struct uvtw__link overflow; /* expiry beyond the top level's range */
-  struct uvtw__link ready;    /* due when filed: run by the next pass */
-  struct uvtw__link due;      /* the pass now running, sorted */
+  /* A lower bound on the expiry tick of every timer in `overflow`, for
+   * uvtw__core_next_expiry without a walk of the list: lowered as timers
+   * are filed there, and reset to UVTW__NO_TICK whenever now_tick enters a
+   * new top-level block (the list is then emptied and re-filed, which
+   * tightens it).  A stop or a lazy re-arm leaves it too early, never too
+   * late.  Every timer filed there since that reset was due in a later
+   * top-level block than now_tick's, so it is UVTW__NO_TICK or beyond
+   * now_tick's top-level block: a pass at it moves into a new block and
+   * re-files the list. */
+  uint64_t overflow_min;
+  struct uvtw__link ready; /* due when filed: run by the next pass */
+  struct uvtw__link due;   /* the pass now running, sorted */
   /* now_ms - deadline of the timer uvtw__core_pop_due returned last, its
    * deadline as it was before a repeat moved it on: for the lateness of
    * its callback (internal.h, uvtw__popped_lateness). */
@@ -184,12 +194,14 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core);
 
 /* A lower bound on the earliest expiry tick, as uvtw__core_next_tick, but
  * without the wake-ups that only move timers (the overflow list's
- * re-examination, pre-cascade steps): the overflow list is walked for its
- * true minimum instead.  UVTW__NO_TICK if nothing can expire.  A pass may
- * jump straight to it, however far (uvtw__core_expire takes any gap): the
- * virtual clock does (virtual.c), where a wake-up per top-level block on
- * the way to a far deadline would be 2^30 passes to UINT64_MAX.  O(levels
- * + the overflow list). */
+ * re-examination, pre-cascade steps).  UVTW__NO_TICK if nothing can expire.  A
+ * pass may jump straight to it, however far (uvtw__core_expire takes any gap):
+ * the virtual clock does (virtual.c), where a wake-up per top-level block on
+ * the way to a far deadline would be 2^30 passes to UINT64_MAX.  The
+ * overflow list counts by its bound (overflow_min), which may be early:
+ * then the pass at it re-files the list and the next call is exact.
+ * Greater than now_tick unless work is ready (so a loop of passes at it
+ * ends).  O(levels). */
 uint64_t uvtw__core_next_expiry(const uvtw__core_t* core);
 
 /* Makes the wheel's next wake-up exact when the earliest slots hold at most

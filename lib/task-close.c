@@ -23,15 +23,11 @@
  *
  * The store-then-load pairs, correct on weakly ordered CPUs as well as on
  * x86:
- *   enter:     mark; light fence; load close word  /  close: set CLOSING or
- *              CLOSED; heavy fence; load the marks (calls_inside).  On
- *              Linux the light fence is a compiler barrier and the heavy
- *              one membarrier (atomics.h), elsewhere both are uvtw__fence;
- *              a submit's fence is a full one either way;
+ *   enter:     mark; fence; load close word  /  close: set CLOSING or
+ *              CLOSED; fence; load the marks (calls_inside);
  *   wake_loop: publish an id; fence; load wake_pending  /  the async
- *              callback: clear wake_pending; fence; drain the queues
- *              (uvtw__fence on both sides: the loop's side runs on every
- *              wake-up, too often for a system call).
+ *              callback: clear wake_pending; fence; drain the queues;
+ * each fence is uvtw__fence (atomics.h).
  */
 
 #include "task-record.h"
@@ -105,10 +101,7 @@ static int calls_inside(uvtw__tasks_t* tasks) {
   uint64_t calls;
   int inside;
 
-  /* The rare side of enter's pair (atomics.h).  uvtw_submit's fence is a
-   * full one anyway (it also orders the wake-up), so a submit needs no
-   * more. */
-  uvtw__fence_heavy();
+  uvtw__fence();
   inside =
       atomic_load_explicit(&tasks->calls_shared, memory_order_acquire) != 0;
   for (rec = atomic_load_explicit(&tasks->records, memory_order_acquire);

@@ -31,43 +31,6 @@
 
 #include "task-record.h"
 
-#if defined(__linux__) && !defined(UVTW__TSAN)
-# include <linux/membarrier.h>
-# include <sys/syscall.h>
-# include <unistd.h>
-# define UVTW__MEMBARRIER 1
-#endif
-
-
-int uvtw__asym_fences;
-static uv_once_t asym_fences_once = UV_ONCE_INIT;
-
-
-static void asym_fences_register(void) {
-#ifdef UVTW__MEMBARRIER
-  uvtw__asym_fences =
-      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-              0) == 0;
-#endif
-}
-
-
-void uvtw__asym_fences_init(void) {
-  uv_once(&asym_fences_once, asym_fences_register);
-}
-
-
-void uvtw__fence_heavy(void) {
-#ifdef UVTW__MEMBARRIER
-  /* Cannot fail once registered: the command and flags are valid. */
-  if (uvtw__asym_fences &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-    return;
-#endif
-  uvtw__fence();
-}
-
-
 /* Blocks the loop hands back to a record's owner, at most, once read (a
  * queue that grew while the loop was away shrinks back once it caught up):
  * the loop frees the others. */

@@ -149,10 +149,9 @@ static inline void record_enter(uvtw__record_t* rec) {
  * call is inside by the wheel's shared count.  The fence orders the mark
  * before the caller's load of the close word: one side of a Dekker pair
  * whose other side is close's seq_cst read-modify-write of that word,
- * then a fence, then its loads of the marks (calls_inside).  The pair is
- * asymmetric where the system allows (atomics.h): a compiler barrier
- * here, and the cost in close.  enter_unfenced is enter without the
- * fence, for uvtw_submit, which issues a full one later (see there). */
+ * then a fence, then its loads of the marks (calls_inside).  Both fences
+ * are uvtw__fence.  enter_unfenced is enter without the fence, for
+ * uvtw_submit, which issues a full one later (see there). */
 static inline uvtw__record_t* enter_unfenced(uvtw_wheel_t* wheel) {
   if (uvtw__tls.records[0].wheel == wheel &&
       uvtw__tls.records[0].serial == wheel->tasks.serial) {
@@ -167,7 +166,7 @@ static inline uvtw__record_t* enter(uvtw_wheel_t* wheel) {
   uvtw__record_t* rec;
 
   rec = enter_unfenced(wheel);
-  uvtw__fence_light(); /* close's side is uvtw__fence_heavy */
+  uvtw__fence();
   return rec;
 }
 

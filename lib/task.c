@@ -625,7 +625,6 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      void (*pool_returned)(uvtw_wheel_t* wheel)) {
   uvtw__tasks_t* tasks;
 
-  uvtw__asym_fences_init(); /* before the wheel exists (atomics.h) */
   tasks = &wheel->tasks;
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;

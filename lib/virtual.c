@@ -22,9 +22,12 @@
  *     so a repeating timer is re-filed for that plus its repeat
  *     (uvtw__core_pop_due), and work a callback leaves due at that tick
  *     gets a pass of its own before the clock moves on.  A tick that was
- *     early (a stale slot minimum) only re-files; each pass takes
- *     now_tick up to its tick, and next_expiry is beyond now_tick unless
- *     work is ready, so the loop ends. */
+ *     early (a stale slot minimum or overflow bound, core.h) only
+ *     re-files; each pass takes now_tick up to its tick, and next_expiry
+ *     is beyond now_tick unless work is ready, so the loop ends.  A step
+ *     costs the same beside any number of far timers or of threads'
+ *     records: neither is walked per pass (nor, with no task to take in,
+ *     per call). */
 
 #include "driver.h"
 
@@ -56,7 +59,10 @@ static void virtual_pass(uvtw_wheel_t* wheel) {
     timer->cb_(timer);
   }
   uvtw__driver_pass_over(wheel);
-  uvtw__tasks_flush(wheel); /* nodes of tasks that ended in the pass */
+  /* Nodes of tasks that ended in the pass; by one shared read, as after a
+   * driver pass (task.c): a look at every thread's record here would make
+   * each step cost one cache line per thread that ever called the wheel. */
+  uvtw__tasks_pass_flush(wheel);
   uvtw__core_validate(&wheel->core);
 }
 
@@ -78,8 +84,15 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
    * the async callback, so that a submit that happened before this call
    * is filed (and, if due in the span, runs) before time moves.  The
    * async handle's wake-up is still pending for them (wake_pending is
-   * left alone), and takes in any rest. */
-  uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
+   * left alone), and takes in any rest.  Only if there may be any: a
+   * published id or notice keeps wake_pending set until the async
+   * callback's drain, which sees it or leaves `backlog` set (wake_loop's
+   * pair, task-record.h); so a wheel with neither has nothing to take in,
+   * and its records (one cache line per thread that ever called it) are
+   * not looked at. */
+  if (wheel->tasks.backlog ||
+      atomic_load_explicit(&wheel->tasks.wake_pending, memory_order_relaxed))
+    uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
   target = uvtw__sat_add(wheel->virtual_now, ms);
   /* The last tick the span reaches; one whose first millisecond would be
    * past UINT64_MAX is never reached (as a saturated deadline is never

@@ -108,6 +108,8 @@ static void h_check(harness_t* h) {
     min_e = h->core.now_tick;
   if (uvtw__core_next_tick(&h->core) > min_e)
     H_FAIL(h, "next wake-up later than the model's earliest expiry");
+  if (uvtw__core_next_expiry(&h->core) > min_e)
+    H_FAIL(h, "next expiry later than the model's earliest expiry");
 }
 
 
@@ -342,8 +344,14 @@ static void h_step(harness_t* h) {
     h_apply(h, &op, 0);
     break;
   case 5:
-    /* Straight to the wheel's next wake-up, as the driver does. */
-    next = uvtw__core_next_tick(&h->core);
+    /* Straight to the wheel's next wake-up, as the driver does, or to its
+     * next possible expiry, as the virtual clock does: past the overflow
+     * list's re-examinations, to its bound (an early one after a stop or
+     * a lazy re-arm there, which this pass then tightens). */
+    if (h->draw(h, 2))
+      next = uvtw__core_next_tick(&h->core);
+    else
+      next = uvtw__core_next_expiry(&h->core);
     if (next != UINT64_MAX)
       next = uvtw__core_ms_of(&h->core, next);
     if (next > h->now && next != UINT64_MAX)

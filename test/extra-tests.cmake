@@ -143,6 +143,19 @@ if(Python3_Interpreter_FOUND)
         target_link_libraries(${readme_shared} PRIVATE uvtw Threads::Threads)
         add_test(NAME ${readme_shared} COMMAND ${readme_shared})
         set_tests_properties(${readme_shared} PROPERTIES TIMEOUT 60)
+        if(WIN32)
+          # Windows looks for a program's DLLs in its own directory first:
+          # uvtw's and libuv's are copied there, so that the program runs
+          # without a search path (on Windows, or under wine without the
+          # emulator's WINEPATH).
+          add_custom_command(
+              TARGET ${readme_shared} POST_BUILD
+              COMMAND ${CMAKE_COMMAND} -E copy_if_different
+                      $<TARGET_FILE:uvtw>
+                      $<TARGET_RUNTIME_DLLS:${readme_shared}>
+                      $<TARGET_FILE_DIR:${readme_shared}>
+              COMMAND_EXPAND_LISTS)
+        endif()
       endif()
     endif()
   endforeach()

@@ -122,6 +122,54 @@ static void long_gap(void) {
 }
 
 
+/* The overflow list's bound (core.h, overflow_min): exact while timers
+ * are only filed there; early, never late, after a stop or a lazy re-arm
+ * there, which uvtw__core_next_expiry then returns instead of walking the
+ * list; exact again once the pass at it has re-filed the list. */
+static void overflow_bound(void) {
+  static uvtw_timer_t far_timers[1000];
+  uvtw__core_t core;
+  uvtw_timer_t a;
+  uvtw_timer_t b;
+  int i;
+
+  memset(&a, 0, sizeof(a));
+  memset(&b, 0, sizeof(b));
+  memset(far_timers, 0, sizeof(far_timers));
+  uvtw__core_init(&core, 1, 1000);
+  for (i = 0; i < 1000; i++)
+    uvtw__core_start(&core, &far_timers[i], UINT64_MAX - (uint64_t) i);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), UINT64_MAX - 999);
+  uvtw__core_start(&core, &a, (uint64_t) 1 << 45);
+  uvtw__core_start(&core, &b, (uint64_t) 1 << 46);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 45);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  /* a moves later, lazily: the bound stays at its old expiry. */
+  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, (uint64_t) 1 << 47), 1);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 45);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  /* The pass at the bound fires nothing and re-files the list. */
+  uvtw__core_expire(&core, (uint64_t) 1 << 45);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 45), NULL);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 46);
+  /* A stop leaves the bound early too. */
+  uvtw__core_stop(&core, &b);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 46);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  uvtw__core_expire(&core, (uint64_t) 1 << 46);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 46), NULL);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 47);
+  uvtw__core_expire(&core, (uint64_t) 1 << 47);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 47), &a);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), UINT64_MAX - 999);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  uvtw__core_clear(&core);
+  ASSERT_UEQ(uvtw__core_next_expiry(&core), UVTW__NO_TICK);
+  ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+}
+
+
 /* Seeds 1 to 4, every tick and start. */
 static void random_ops(void) {
   uint64_t seed;
@@ -207,6 +255,7 @@ static const test_case_t cases[] = {
   TEST_CASE(lazy_rearm),
   TEST_CASE(tick_division),
   TEST_CASE(long_gap),
+  TEST_CASE(overflow_bound),
   TEST_CASE(random_ops),
   TEST_CASE(pre_cascade),
   TEST_CASE(end_of_time),

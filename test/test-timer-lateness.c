@@ -21,7 +21,12 @@
  *                    also a task the loop took in after its deadline.
  *   quantiles        uvtw_lateness_quantile on made-up counts: empty,
  *                    median, 99th percentile, maximum, the clamps of q,
- *                    and the last bucket. */
+ *                    and the last bucket.
+ *   quantiles_huge   counts whose total is 2^64 or more (the sum must not
+ *                    wrap) or near it (no conversion out of range, which
+ *                    UBSan reports): all in the last bucket, one more
+ *                    beside them, two full buckets, every bucket full;
+ *                    q at 0, 1, a tiny one and out of range. */
 
 #include <math.h>
 #include <string.h>
@@ -322,6 +327,42 @@ static void quantiles(void) {
 }
 
 
+static void quantiles_huge(void) {
+  uvtw_stats_t s;
+  int i;
+
+  memset(&s, 0, sizeof(s));
+  s.lateness[UVTW_LATENESS_BUCKETS - 1] = UINT64_MAX;
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 1));
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 0.5));
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 0));
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 7)); /* clamped to 1 */
+  /* A total of 2^64: the rank of q = 2^-64 is 1, in the first bucket. */
+  s.lateness[0] = 1;
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 1));
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 0.5));
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 0x1p-64));
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 0));
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, -1)); /* clamped to 0 */
+  /* 2^65 - 2 in buckets 14 and 15: ranks past 2^64 are in the last. */
+  s.lateness[0] = 0;
+  s.lateness[UVTW_LATENESS_BUCKETS - 2] = UINT64_MAX;
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 0.75));
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 1));
+  ASSERT_UEQ(16383, uvtw_lateness_quantile(&s, 0.25));
+  ASSERT_UEQ(16383, uvtw_lateness_quantile(&s, 0));
+  /* Every bucket full, 16 * (2^64 - 1): the product rounds to 2^68,
+   * past the total, and the rank is the total. */
+  for (i = 0; i < UVTW_LATENESS_BUCKETS; i++)
+    s.lateness[i] = UINT64_MAX;
+  ASSERT_UEQ(UINT64_MAX, uvtw_lateness_quantile(&s, 1));
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 0));
+  ASSERT_UEQ(0, uvtw_lateness_quantile(&s, 1.0 / 32));
+  ASSERT_UEQ(1, uvtw_lateness_quantile(&s, 0.1));
+  ASSERT_UEQ(16383, uvtw_lateness_quantile(&s, 0.9));
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(blocked_loop),
@@ -329,6 +370,7 @@ static const test_case_t cases[] = {
   TEST_CASE(sum_is_fired),
   TEST_CASE(virtual_on_time),
   TEST_CASE(quantiles),
+  TEST_CASE(quantiles_huge),
 };
 /* clang-format on */
 

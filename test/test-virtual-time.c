@@ -53,7 +53,19 @@
  *                    while the loop thread advances 1 ms at a time (each
  *                    runs once, never before the clock the producer saw
  *                    before its submit plus its delay).  TSan: the clock
- *                    is read from the producers without a race. */
+ *                    is read from the producers without a race.
+ *   far_and_records  4 * 10^6 steps of 1 ms (one advance, a repeat-1
+ *                    timer), then 4 * 10^6 advances of 1 ms, beside 10,000
+ *                    timers at UINT64_MAX and the records of 256 threads
+ *                    (their tasks taken back, the wake-up served): each
+ *                    step and each call costs the same as on a clean
+ *                    wheel, so the case takes well under a second in a
+ *                    release build (CTest gives it 40 s, for sanitizers,
+ *                    qemu and a loaded machine); a step that walked the
+ *                    far timers (16-27 us each) or a call or step that
+ *                    looked at every record would need minutes.  With
+ *                    UVTW_CHECK_INVARIANTS, which checks every timer after
+ *                    each step, 4,000 steps and 1,000 calls. */
 
 #include <stdatomic.h>
 #include <string.h>
@@ -886,6 +898,101 @@ static void producers(void) {
 }
 
 
+/* far_and_records */
+#define FR_FAR 10000
+#define FR_THREADS 256
+#ifdef UVTW_CHECK_INVARIANTS
+# define FR_STEPS 4000
+# define FR_CALLS 1000
+#else
+# define FR_STEPS 4000000
+# define FR_CALLS 4000000
+#endif
+static uint64_t fr_runs;
+static uv_barrier_t fr_made;
+static uv_barrier_t fr_done;
+
+
+static uv_timer_t fr_keep;
+
+
+static void fr_keep_cb(uv_timer_t* h) {
+  (void) h;
+}
+
+
+static void fr_cb(uvtw_timer_t* t) {
+  (void) t;
+  fr_runs++;
+}
+
+
+static void fr_task_cb(void* arg, int status) {
+  (void) arg;
+  (void) status;
+  ASSERT(0); /* cancelled before it was due */
+}
+
+
+/* Makes this thread's record of the wheel, and keeps the thread (so its
+ * record) alive until the advance is over. */
+static void fr_thread(void* arg) {
+  uvtw_id_t id;
+
+  (void) arg;
+  ASSERT_EQ(0, uvtw_submit(wheel, UINT64_MAX, 0, 0, fr_task_cb, NULL, &id));
+  ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  uv_barrier_wait(&fr_made);
+  uv_barrier_wait(&fr_done);
+}
+
+
+static void far_and_records(void) {
+  static uvtw_timer_t far_timers[FR_FAR];
+  static uv_thread_t threads[FR_THREADS];
+  uvtw_stats_t stats;
+  uvtw_timer_t rep;
+  int i;
+
+  setup_virtual(1);
+  for (i = 0; i < FR_FAR; i++) {
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &far_timers[i]));
+    ASSERT_EQ(0, uvtw_timer_start(&far_timers[i], never_cb, UINT64_MAX, 0));
+  }
+  ASSERT_EQ(0, uv_barrier_init(&fr_made, FR_THREADS + 1));
+  ASSERT_EQ(0, uv_barrier_init(&fr_done, FR_THREADS + 1));
+  for (i = 0; i < FR_THREADS; i++)
+    ASSERT_EQ(0, uv_thread_create(&threads[i], fr_thread, NULL));
+  uv_barrier_wait(&fr_made);
+  /* The async callback takes in what the threads left (their ids, taken
+   * back), as a loop that runs between advances would; a uv timer keeps
+   * the loop alive for it (the tasks, taken back, hold nothing). */
+  add_uv_timer(&fr_keep);
+  ASSERT_EQ(0, uv_timer_start(&fr_keep, fr_keep_cb, 1, 1));
+  do {
+    uv_run(&loop, UV_RUN_ONCE);
+    uvtw_wheel_stats(wheel, &stats);
+  } while (stats.async_wakeups == 0);
+  ASSERT_EQ(0, uv_timer_stop(&fr_keep));
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &rep));
+  ASSERT_EQ(0, uvtw_timer_start(&rep, fr_cb, 1, 1));
+  ASSERT_EQ(0, uvtw_wheel_advance(wheel, FR_STEPS));
+  ASSERT_UEQ(FR_STEPS, fr_runs);
+  for (i = 0; i < FR_CALLS; i++)
+    ASSERT_EQ(0, uvtw_wheel_advance(wheel, 1));
+  ASSERT_UEQ(FR_STEPS + FR_CALLS, fr_runs);
+  uv_barrier_wait(&fr_done);
+  for (i = 0; i < FR_THREADS; i++)
+    ASSERT_EQ(0, uv_thread_join(&threads[i]));
+  uv_barrier_destroy(&fr_made);
+  uv_barrier_destroy(&fr_done);
+  uvtw_timer_stop(&rep);
+  for (i = 0; i < FR_FAR; i++)
+    uvtw_timer_stop(&far_timers[i]);
+  teardown();
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(order_ties),
@@ -897,6 +1004,7 @@ static const test_case_t cases[] = {
   TEST_CASE(liveness),
   TEST_CASE(twin),
   TEST_CASE(producers),
+  TEST_CASE(far_and_records),
 };
 /* clang-format on */
 

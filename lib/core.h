@@ -141,6 +141,12 @@ typedef struct uvtw__core_s {
    * the level was last empty; only such levels can need a wake-up for the
    * pre-cascade. */
   uint32_t big_levels;
+  /* The last uvtw__core_tighten left the earliest slot alone, as it held
+   * more than UVTW__TIGHTEN_MAX timers, and no timer has left a slot since
+   * (uvtw__core_unlink clears it, as the slot may have shrunk): a wake-up
+   * armed at that slot's bound may be early already, so a lazy re-arm of a
+   * timer due there costs nothing in exactness. */
+  int crowded;
   /* ms / tick_ms by a multiply (uvtw__core_div), for tick_ms > 1: the
    * round-up reciprocal (2^64 (2^l - tick_ms) / tick_ms + 1, l the bit
    * length of tick_ms - 1) and l - 1. */
@@ -205,11 +211,10 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core);
 #define UVTW__PRECASCADE_CHUNK 1024
 
 /* Tightens as said above, then returns uvtw__core_next_tick(): one scan of
- * the levels in the common case, for the driver's re-arm after a pass.
- * Sets *crowded to 1 if it left the earliest slot alone because it holds
- * more than UVTW__TIGHTEN_MAX timers (so the wake-up at its bound may be
- * early already), to 0 otherwise. */
-uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded);
+ * the levels in the common case, for the driver's re-arm.  Sets `crowded`
+ * if it left the earliest slot alone because it holds more than
+ * UVTW__TIGHTEN_MAX timers, clears it otherwise. */
+uint64_t uvtw__core_tighten(uvtw__core_t* core);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
@@ -384,7 +389,6 @@ static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
 
   occupied = &core->occupied[UVTW__L0_WORDS + u / UVTW__WORD_BITS];
   word = *occupied;
-  /* Written as a shift, not a mask: a bit test (bt, bts) on x86. */
   if (!((word >> (u % UVTW__WORD_BITS)) & 1)) {
     *occupied = word | (uint64_t) 1 << (u % UVTW__WORD_BITS);
     core->slot_min[u] = e;
@@ -494,6 +498,7 @@ static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   uintptr_t last;
 
   UVTW__ASSERT(t->link_.next != NULL && t->link_.next->prev == &t->link_);
+  core->crowded = 0;
   head = uvtw__list_remove(&t->link_);
   if (head == NULL)
     return;
@@ -561,8 +566,8 @@ static inline uint64_t uvtw__core_start_task(uvtw__core_t* core,
  * core is concerned: `t` is active, waits in a slot (its expiry is after
  * now_tick, i.e. its deadline after collected_ms: no division), and moves
  * to a deadline at or after its current one, so its slot comes due no
- * later than the old deadline, and re-files it then.  (The driver may
- * still want the re-arm done in full: timer.c.) */
+ * later than the old deadline, and re-files it then.  (Whether the
+ * restart is lazy is uvtw__driver_restart's to say.) */
 static inline int uvtw__core_lazy_ok(const uvtw__core_t* core,
                                      const uvtw_timer_t* t,
                                      uint64_t deadline_ms) {
@@ -578,18 +583,6 @@ static inline void uvtw__core_rearm_lazy(uvtw__core_t* core,
                                          uint64_t deadline_ms) {
   uvtw__core_order(core, t);
   t->deadline_ = deadline_ms;
-}
-
-
-/* The lazy re-arm if the core allows it (uvtw__core_lazy_ok); returns 0,
- * changing nothing, otherwise. */
-static inline int uvtw__core_rearm_later(uvtw__core_t* core,
-                                         uvtw_timer_t* t,
-                                         uint64_t deadline_ms) {
-  if (!uvtw__core_lazy_ok(core, t, deadline_ms))
-    return 0;
-  uvtw__core_rearm_lazy(core, t, deadline_ms);
-  return 1;
 }
 
 

@@ -71,6 +71,7 @@ static void run(
 /* Restarting a waiting timer later must not move it (the lazy re-arm);
  * earlier must. */
 static void lazy_rearm(void) {
+  static const uvtw__driver_t idle = UVTW__DRIVER_IDLE;
   uvtw__core_t core;
   uvtw_timer_t a;
   struct uvtw__link* prev;
@@ -79,7 +80,8 @@ static void lazy_rearm(void) {
   uvtw__core_init(&core, 1, 1000);
   uvtw__core_start(&core, &a, 6000);
   prev = a.link_.prev;
-  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 9000), 1);
+  ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 9000), UVTW__RESTART_LAZY);
+  uvtw__core_rearm_lazy(&core, &a, 9000);
   ASSERT_PTR_EQ(a.link_.prev, prev);
   ASSERT_UEQ(a.deadline_, 9000);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
@@ -95,7 +97,8 @@ static void lazy_rearm(void) {
   ASSERT(a.link_.next == NULL);
   /* Earlier moves it at once. */
   uvtw__core_start(&core, &a, 50000);
-  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 20000), 0);
+  ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 20000),
+            UVTW__RESTART_REFILE);
   ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);

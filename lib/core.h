@@ -527,9 +527,6 @@ static inline uint64_t uvtw__core_start_as(uvtw__core_t* core,
   uint64_t ref;
   uint64_t e;
 
-  /* Everything read first: the library builds with -fno-strict-aliasing,
-   * so a store to the timer would make the compiler read the core's
-   * fields again, and a store to the core the timer's. */
   ref = uvtw__timer_ref(t);
   e = uvtw__core_tick_of(core, deadline_ms);
   if (t->link_.next != NULL)

@@ -18,9 +18,9 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
-/* uvtw_timer_start and uvtw_timer_stop are leaf functions without a stack
- * frame: what they rarely need (a catch-up, a re-arm of the driver, a
- * change of its ref state) is a tail call to a cold function. */
+/* What a start or a stop rarely needs (a catch-up, a re-arm of the
+ * driver, a change of its ref state) is in cold functions of its own, so
+ * that the common path stays short. */
 
 /* The driver after a start of an inactive timer whose expiry tick is e:
  * armed later than e, or unreferenced while the timer is referenced. */
@@ -105,7 +105,7 @@ static int __attribute__((noinline)) restart_by_rule(uvtw_wheel_t* wheel,
 /* Restarts an active timer (so the wheel is not closing: close makes every
  * timer inactive, and no start succeeds after it).  The lazy re-arm, the
  * idle-timeout pattern, touches only the timer: when the rule's first half
- * says so, without a stack frame. */
+ * says so, nothing else is called. */
 static inline int restart(uvtw_wheel_t* wheel,
                           uvtw_timer_t* timer,
                           uvtw_timer_cb cb,

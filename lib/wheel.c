@@ -14,16 +14,16 @@
  *      the caller's stack, and the loop keeps running until close is done.
  *   2. On every async callback, and whenever a threadpool run comes back
  *      (close_continue): uvtw__tasks_close_step drains the
- *      producers' queues, makes the final calls, uv_cancels queued pool
- *      work, and reports done only when it counts no task live (see
+ *      producers' queues, makes the final calls, uv_cancels queued
+ *      threadpool work, and reports done only when it counts no task live (see
  *      task-close.c); it then sets CLOSED: a cancel from then on
  *      returns UV_ENOENT without touching the tasks.  Until then it
- *      signals the async handle again, or waits for the pool's
+ *      signals the async handle again, or waits for the threadpool's
  *      after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
  *      handles close.
  *   4. The last of their close callbacks calls the user's close callback,
- *      then frees the task pool, the producer records and the wheel. */
+ *      then frees the node pool, the producer records and the wheel. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +48,7 @@ static void close_continue(uvtw_wheel_t* wheel);
 
 
 /* The task half after every pass (the driver's after_pass): the nodes of
- * tasks that ended in it go back to the pool, and the tasks the loop holds
+ * tasks that ended in it go back to the node pool, and the tasks the loop holds
  * keep it alive, or stop. */
 static void tasks_after_pass(uvtw_wheel_t* wheel) {
   if (uvtw__tasks_may_be_busy(&wheel->tasks))
@@ -143,7 +143,7 @@ static void handle_closed(uv_handle_t* handle) {
   if (--wheel->handles_closing != 0)
     return;
   /* Step 4.  Calls into the wheel must have returned before cb runs, so
-   * the task pool and the producer records go only after it. */
+   * the node pool and the producer records go only after it. */
   if (wheel->close_cb != NULL)
     wheel->close_cb(wheel);
   uvtw__tasks_destroy(wheel);

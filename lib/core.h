@@ -630,11 +630,11 @@ static inline int uvtw__core_before(const struct uvtw__link* a,
  * A one-shot is made inactive; a repeating timer is restarted for *now_ms +
  * repeat, as libuv does before the callback; popped_late is *now_ms minus
  * the deadline it was due at.  The caller runs timer->cb_.
- * The time is read only for a repeating timer: the pass passes the loop's
- * clock, which a callback may move.  Inline: the pass calls it once per
- * timer. */
-static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
-                                                  const uint64_t* now_ms) {
+ * The clock is passed by address and read at each pop: a callback may
+ * move the loop's clock, and the next pop must see it.  Inline: the pass
+ * calls it once per timer. */
+static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
+                                               const uint64_t* now_ms) {
   uvtw_timer_t* t;
   uint64_t deadline;
 
@@ -658,13 +658,6 @@ static inline uvtw_timer_t* uvtw__core_pop_due_at(uvtw__core_t* core,
     uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), -1);
   }
   return t;
-}
-
-
-/* uvtw__core_pop_due_at for a time given by value. */
-static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
-                                               uint64_t now_ms) {
-  return uvtw__core_pop_due_at(core, &now_ms);
 }
 
 

@@ -203,7 +203,7 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * finds nothing.  The same holds for a pass that begins on a closed
    * wheel (libuv >= 1.48 may run a driver that close stopped after the
    * timers phase had collected it). */
-  while ((timer = uvtw__core_pop_due_at(&wheel->core, wheel->now))) {
+  while ((timer = uvtw__core_pop_due(&wheel->core, wheel->now))) {
     wheel->late_bits[driven ? uvtw__late_slot(uvtw__popped_lateness(wheel))
                             : 0]++;
     timer->cb_(timer);

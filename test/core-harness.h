@@ -293,7 +293,7 @@ static void h_pass(harness_t* h) {
   h->overflowed = 0;
   uvtw__core_expire(&h->core, h->now);
   h_check_wheel(h);
-  while ((t = uvtw__core_pop_due(&h->core, h->now)) != NULL) {
+  while ((t = uvtw__core_pop_due(&h->core, &h->now)) != NULL) {
     t->cb_(t);
     h_check_wheel(h);
   }

@@ -87,13 +87,13 @@ static void lazy_rearm(void) {
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* Its old slot comes due: it is re-filed, not fired. */
   uvtw__core_expire(&core, 6500);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 6500), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){6500}), NULL);
   ASSERT(a.link_.next != NULL);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   uvtw__core_expire(&core, 8999);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 8999), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){8999}), NULL);
   uvtw__core_expire(&core, 9000);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 9000), &a);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){9000}), &a);
   ASSERT(a.link_.next == NULL);
   /* Earlier moves it at once. */
   uvtw__core_start(&core, &a, 50000);
@@ -117,7 +117,8 @@ static void long_gap(void) {
   for (i = 0; i < 1000; i++)
     uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919);
   uvtw__core_expire(&core, (uint64_t) 1 << 40);
-  for (fired = 0; uvtw__core_pop_due(&core, (uint64_t) 1 << 40); fired++)
+  for (fired = 0; uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 40});
+       fired++)
     ;
   ASSERT_UEQ(fired, 1000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), UINT64_MAX);

@@ -21,8 +21,9 @@ cmake --build "$work/build" --parallel 2 >"$work/build.log" || {
   exit 1
 }
 objects=$(ar t "$work/build/libuvtw.a")
-if grep -q '^task' <<<"$objects" || ! grep -qx 'no-tasks.c.o' <<<"$objects"; then
-  echo "timer-only: the library holds task objects, or lacks no-tasks.c:" >&2
+if grep -qE '^task[-.]' <<<"$objects" ||
+   ! grep -qx 'tasks-off.c.o' <<<"$objects"; then
+  echo "timer-only: the library holds task objects, or lacks tasks-off.c:" >&2
   echo "$objects" >&2
   exit 1
 fi

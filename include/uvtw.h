@@ -6,7 +6,9 @@
  * (uvtw_timer_*) mirror uv_timer_* at O(1) cost and with no allocation.
  * Other threads submit and cancel tasks (uvtw_submit, uvtw_cancel) through a
  * lock-free queue and a uv_async_t; tasks run on the loop thread or on
- * libuv's threadpool.
+ * libuv's threadpool.  A library built with the CMake option
+ * UVTW_TASKS=OFF holds the timers only: there uvtw_submit and uvtw_cancel
+ * return UV_ENOSYS and do nothing else.
  *
  * Conventions (the same as libuv's):
  *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and

@@ -380,8 +380,7 @@ static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
 
 
 /* uvtw__core_tighten in general. */
-static uint64_t __attribute__((noinline))
-tighten_slow(uvtw__core_t* core, int* crowded) {
+static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
@@ -396,7 +395,7 @@ tighten_slow(uvtw__core_t* core, int* crowded) {
   unsigned s;
   int beyond;
 
-  *crowded = 0;
+  core->crowded = 0;
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick; /* due work first; nothing to tighten for it */
   level = 0;
@@ -418,7 +417,7 @@ tighten_slow(uvtw__core_t* core, int* crowded) {
     beyond = 0;
     for (link = head->next; link != head; link = link->next) {
       if (++count > budget) {
-        *crowded = 1;
+        core->crowded = 1;
         return next_beyond_slots(core, first);
       }
       e = uvtw__core_tick_of(core, uvtw__timer_of(link)->deadline_);
@@ -457,7 +456,7 @@ tighten_slow(uvtw__core_t* core, int* crowded) {
  * invariant), so a deadline at most the tick's last ms says it, without a
  * division.  Then that tick is exact, and it is what tighten_slow would
  * return.  Anything else goes to tighten_slow. */
-uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
+uint64_t uvtw__core_tighten(uvtw__core_t* core) {
   const struct uvtw__link* head;
   const struct uvtw__link* link;
   uint64_t first;
@@ -468,23 +467,23 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core, int* crowded) {
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due) ||
       !uvtw__list_empty(&core->overflow) || core->big_levels != 0)
-    return tighten_slow(core, crowded);
+    return tighten_slow(core);
   p = (size_t) ((core->now_tick + 1) & (UVTW__L0_SLOTS - 1));
   word = core->occupied[p / UVTW__WORD_BITS] >> (p % UVTW__WORD_BITS);
   if (word == 0)
-    return tighten_slow(core, crowded);
+    return tighten_slow(core);
   p += (size_t) __builtin_ctzll(word);
   first = core->now_tick + 1 + (uint64_t) __builtin_ctzll(word);
   if (first > next_block_start(core, 1))
-    return tighten_slow(core, crowded);
+    return tighten_slow(core);
   last_ms = uvtw__core_ms_of(core, first);
   head = &core->slots[p];
   count = 0;
   for (link = head->next; link != head; link = link->next)
     if (++count > UVTW__TIGHTEN_MAX ||
         uvtw__timer_of((struct uvtw__link*) link)->deadline_ > last_ms)
-      return tighten_slow(core, crowded);
-  *crowded = 0;
+      return tighten_slow(core);
+  core->crowded = 0;
   return first;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver: the one uv_timer_t that runs the core on a libuv loop.
+/* The driver: the one uv_timer_t that runs the core on a libuv loop, and
+ * the pass.
  *
  * The driver is armed for uvtw__core_next_tick(), never on a fixed tick.
  * Starting a timer earlier than the armed tick re-arms it at once, and so
@@ -7,54 +8,111 @@
  * tells the next wake-up.  That wake-up is exact after starts; it may be
  * early (never late) when a slot's minimum went stale because a timer left
  * it, or when a lazily re-armed timer's old slot comes due: then the pass
- * just re-files (cascades) and re-arms.  A pass collects what is due, then
- * runs it; a callback may start, stop or restart any timer, or close the
- * wheel.  Work that the pass leaves due now runs in the next loop
- * iteration, on every libuv: how the driver gets there depends on the
- * libuv that runs (driver.h). */
+ * just re-files (cascades) and re-arms.  Work that a pass leaves due now
+ * runs in the next loop iteration, on every libuv.
+ *
+ * This is the one file that depends on the libuv release that runs.  What
+ * a timer re-armed with 0 inside its own callback does depends on the
+ * libuv that runs, not on the one uvtw was compiled against:
+ *   - libuv 1.44 to 1.47 run it again in the same pass of uv__run_timers
+ *     (and spin if it keeps doing so), and 1.45 to 1.47 check whether the
+ *     loop is alive right after that phase;
+ *   - libuv 1.48.0 and later (libuv pull request 4250) collect the due
+ *     timers before running any, so it runs in the next timers phase: the
+ *     next loop iteration, as any uv_timer_t started with 0 from a timer
+ *     callback does.
+ * So from 1.48 on, a pass that leaves work due now re-arms the driver with
+ * 0 from its own callback: the driver stays active and referenced, and the
+ * work runs in the same iteration as a uv_timer_t's would; and a start with
+ * timeout 0 made while the driver is collected but not yet run waits for
+ * the pass after (uvtw__driver_due_start).  Before 1.48 the pass hands the
+ * re-arm to the `rearm` prepare handle, referenced meanwhile: the work runs
+ * in the next iteration (uvtw never spins), where a uv_timer_t would run in
+ * the same pass.  Raising the floor to 1.48 deletes the prepare handle and
+ * rearm_in_cb. */
 
-#include "driver.h"
+#include "internal.h"
 #include "uvtw-assert.h"
 
+/* uv_version() of 1.48.0. */
+#define LIBUV_COLLECTS_DUE_TIMERS 0x013000
 
-static void rearm_cb(uv_prepare_t* prepare);
 
-
-static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
-  uint64_t due_ms;
-  uint64_t now;
-
-  due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uvtw__loop_now(wheel->loop);
-  /* Cannot fail: the driver is initialised and cb is not NULL. */
-  uv_timer_start(&wheel->driver.timer, wheel->driver.pass_cb,
-                 due_ms > now ? due_ms - now : 0, 0);
-  wheel->driver.armed_tick = tick;
-  /* No overflow: a timer's tick is at most UINT64_MAX / tick_ms + 1. */
-  wheel->driver.armed_first_ms = (tick - 1) * wheel->core.tick_ms + 1;
-  wheel->driver.rearm_below = tick; /* never inside a pass */
-  /* libuv no longer holds the driver. */
-  wheel->driver.defer_from_id = UVTW__NO_DEFER;
+const uint64_t* uvtw__driver_clock(uv_loop_t* loop) {
+  /* uv_now returns loop->time, and libuv keeps uv_loop_t's layout stable
+   * within 1.x; a pointer to it spares every start a call into the shared
+   * library. */
+  if (loop->time != uv_now(loop))
+    uvtw__abort_at(__FILE__, __LINE__, "loop->time differs from uv_now()");
+  return &loop->time;
 }
 
 
-void uvtw__driver_disarm(uvtw_wheel_t* wheel) {
-  if (wheel->driver.armed_tick != UVTW__DRIVER_DISARMED) {
-    uv_timer_stop(&wheel->driver.timer);
-    wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
-    wheel->driver.armed_first_ms = UINT64_MAX;
-    if (!uvtw__driver_in_pass(wheel))
-      wheel->driver.rearm_below = UVTW__DRIVER_DISARMED;
-    wheel->driver.defer_from_id = UVTW__NO_DEFER;
+static void timer_cb(uv_timer_t* handle) {
+  uvtw__pass(handle->data, 1);
+}
+
+
+static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
+  uvtw__driver_t* driver;
+  uint64_t due_ms;
+  uint64_t now;
+
+  driver = &wheel->driver;
+  due_ms = uvtw__core_ms_of(&wheel->core, tick);
+  now = uvtw__wheel_now(wheel);
+  /* Cannot fail: the driver is initialised and cb is not NULL. */
+  uv_timer_start(&driver->timer, timer_cb, due_ms > now ? due_ms - now : 0, 0);
+  driver->armed_tick = tick;
+  /* No overflow: a timer's tick is at most UINT64_MAX / tick_ms + 1. */
+  driver->armed_first_ms = (tick - 1) * wheel->core.tick_ms + 1;
+  driver->rearm_below = tick; /* never inside a pass */
+  /* libuv no longer holds the driver. */
+  driver->defer_from_id = UVTW__NO_DEFER;
+}
+
+
+static void disarm(uvtw_wheel_t* wheel) {
+  uvtw__driver_t* driver;
+
+  driver = &wheel->driver;
+  if (driver->armed_tick == UVTW__DRIVER_DISARMED)
+    return;
+  uv_timer_stop(&driver->timer);
+  driver->armed_tick = UVTW__DRIVER_DISARMED;
+  driver->armed_first_ms = UINT64_MAX;
+  if (!driver->in_pass)
+    driver->rearm_below = UVTW__DRIVER_DISARMED;
+  driver->defer_from_id = UVTW__NO_DEFER;
+}
+
+
+void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
+  uvtw__driver_t* driver;
+  int want;
+
+  driver = &wheel->driver;
+  want = wheel->core.active_ref != 0;
+  if (want == driver->ref)
+    return;
+  driver->ref = want;
+  /* The rearm handle follows, so that it holds the loop while it stands in
+   * for the driver; either handle counts for liveness only while it is
+   * active. */
+  if (want) {
+    uv_ref((uv_handle_t*) &driver->timer);
+    uv_ref((uv_handle_t*) &driver->rearm);
+  } else {
+    uv_unref((uv_handle_t*) &driver->timer);
+    uv_unref((uv_handle_t*) &driver->rearm);
   }
 }
 
 
 /* Arms the driver for tick `next` (UVTW__NO_TICK: stops it). */
-static void arm_for(uvtw_wheel_t* wheel, uint64_t next, int crowded) {
-  wheel->driver.armed_crowded = crowded;
+static void arm_for(uvtw_wheel_t* wheel, uint64_t next) {
   if (next == UVTW__NO_TICK)
-    uvtw__driver_disarm(wheel);
+    disarm(wheel);
   else if (next != wheel->driver.armed_tick)
     arm(wheel, next);
   uvtw__driver_sync_ref(wheel);
@@ -62,33 +120,33 @@ static void arm_for(uvtw_wheel_t* wheel, uint64_t next, int crowded) {
 
 
 void uvtw__driver_update(uvtw_wheel_t* wheel) {
-  uint64_t next;
-  int crowded;
-
   /* A virtual wheel's time moves only in uvtw_wheel_advance: its driver is
    * never armed (so its timers neither wake nor hold the loop), and
    * armed_tick stays DISARMED, so no pass is ever deferred for it. */
   if (wheel->virtual_time)
     return;
-  next = uvtw__core_tighten(&wheel->core, &crowded);
-  arm_for(wheel, next, crowded);
+  arm_for(wheel, uvtw__core_tighten(&wheel->core));
+}
+
+
+void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
+  if (uvtw__driver_moves_for(&wheel->driver, e))
+    uvtw__driver_update(wheel);
 }
 
 
 static void rearm_cb(uv_prepare_t* prepare) {
-  uvtw_wheel_t* wheel;
-
-  wheel = prepare->data;
   uv_prepare_stop(prepare);
-  uvtw__driver_update(wheel);
+  uvtw__driver_update(prepare->data);
 }
 
 
-void uvtw__driver_pass_end(uvtw_wheel_t* wheel) {
+/* The end of a driven pass that left the wheel open: re-arms the driver
+ * for what is left. */
+static void pass_end(uvtw_wheel_t* wheel) {
   uint64_t next;
-  int crowded;
 
-  next = uvtw__core_tighten(&wheel->core, &crowded);
+  next = uvtw__core_tighten(&wheel->core);
   if (!wheel->driver.rearm_in_cb && next <= wheel->core.now_tick) {
     /* Work is due already, and this libuv would run a driver re-armed with
      * 0 again in this same pass: the prepare handle arms it for the next
@@ -96,25 +154,91 @@ void uvtw__driver_pass_end(uvtw_wheel_t* wheel) {
     uv_prepare_start(&wheel->driver.rearm, rearm_cb);
     uvtw__driver_sync_ref(wheel);
   } else {
-    /* From libuv 1.48 on, a re-arm with 0 runs in the next timers phase. */
-    arm_for(wheel, next, crowded);
+    arm_for(wheel, next);
   }
 }
 
 
-void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb) {
+void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
+  uvtw__driver_t* driver;
+
+  /* From libuv 1.48 on, uv__run_timers stops every due timer, the driver
+   * among them, before it runs any: an armed but inactive driver is held
+   * for the timers phase now running, and a uv_timer_t started now would
+   * wait for the next phase.  So do this timer and every timer started
+   * after it: the driver's coming pass leaves them for the next one.
+   * (Before 1.48 the driver is never seen in that state.) */
+  driver = &wheel->driver;
+  if (driver->defer_from_id == UVTW__NO_DEFER &&
+      driver->armed_tick != UVTW__DRIVER_DISARMED && !driver->in_pass &&
+      !uv_is_active((const uv_handle_t*) &driver->timer))
+    driver->defer_from_id = wheel->core.next_order;
+}
+
+
+void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
+  uvtw__driver_t* driver;
+  uvtw_timer_t* timer;
+
+  driver = &wheel->driver;
+  if (driven) {
+    /* The one-shot uv_timer_t is inactive now. */
+    driver->armed_tick = UVTW__DRIVER_DISARMED;
+    driver->armed_first_ms = UINT64_MAX;
+    driver->wakeups++;
+  }
+  driver->rearm_below = 0;
+  driver->in_pass = 1;
+  uvtw__core_expire(&wheel->core, uvtw__wheel_now(wheel));
+  if (driver->defer_from_id != UVTW__NO_DEFER) {
+    /* Started in this timers phase, before this callback: the next phase. */
+    uvtw__core_defer(&wheel->core, driver->defer_from_id);
+    driver->defer_from_id = UVTW__NO_DEFER;
+  }
+  /* The clock is read for each repeating timer (a callback may update
+   * it).  Every timer counts as run here, by its lateness; a task that does
+   * not run after all is taken off again (uvtw__task_fire).  A callback
+   * that closes the wheel ends the pass: close empties the core, and files
+   * nothing after (no start succeeds, no task is filed), so the next pop
+   * finds nothing.  The same holds for a pass that begins on a closed
+   * wheel (libuv >= 1.48 may run a driver that close stopped after the
+   * timers phase had collected it). */
+  while ((timer = uvtw__core_pop_due(&wheel->core, wheel->now))) {
+    wheel->late_bits[driven ? uvtw__late_slot(uvtw__popped_lateness(wheel))
+                            : 0]++;
+    timer->cb_(timer);
+  }
+  driver->in_pass = 0;
+  driver->rearm_below = driver->armed_tick;
+  driver->after_pass(wheel);
+  uvtw__core_validate(&wheel->core);
+  if (driven && !wheel->closing)
+    pass_end(wheel);
+}
+
+
+void uvtw__driver_stop(uvtw_wheel_t* wheel) {
+  disarm(wheel);
+  uv_prepare_stop(&wheel->driver.rearm);
+}
+
+
+int uvtw__driver_close(uvtw_wheel_t* wheel, uv_close_cb cb) {
+  uv_close((uv_handle_t*) &wheel->driver.timer, cb);
+  uv_close((uv_handle_t*) &wheel->driver.rearm, cb);
+  return 2;
+}
+
+
+void uvtw__driver_init(uvtw_wheel_t* wheel,
+                       void (*after_pass)(uvtw_wheel_t* wheel)) {
   uvtw__driver_t* driver;
   int err;
 
   driver = &wheel->driver;
-  driver->armed_tick = UVTW__DRIVER_DISARMED;
-  driver->armed_first_ms = UINT64_MAX;
-  driver->rearm_below = UVTW__DRIVER_DISARMED;
-  driver->armed_crowded = 0;
-  driver->rearm_in_cb = uvtw__driver_can_rearm_in_cb();
-  driver->defer_from_id = UVTW__NO_DEFER;
-  driver->wakeups = 0;
-  driver->pass_cb = pass_cb;
+  *driver = (uvtw__driver_t) UVTW__DRIVER_IDLE;
+  driver->rearm_in_cb = uv_version() >= LIBUV_COLLECTS_DUE_TIMERS;
+  driver->after_pass = after_pass;
   /* Neither can fail on unix. */
   err = uv_timer_init(wheel->loop, &driver->timer);
   UVTW__ASSERT(err == 0);

@@ -1,154 +1,199 @@
 /* SPDX-License-Identifier: MIT */
-/* The driver's rule: when the one uv_timer_t of a wheel is re-armed, and
- * when it is referenced.  Inline, because every timer start and stop asks
- * it.  driver.c arms it; the pass it runs is wheel.c's. */
+/* The driver: the one uv_timer_t of a wheel, armed for the core's next
+ * wake-up or stopped when the wheel is empty, never on a fixed tick; when
+ * it is referenced; and the pass it runs.  Loop thread only.
+ *
+ * Only driver.c writes the fields of uvtw__driver_t; the inline functions
+ * below read them, for the hot paths of timer.c.  driver.c is also the one
+ * file that depends on the libuv release that runs (how its timers phase
+ * treats a timer re-armed from its own callback) and on uv_loop_t's
+ * layout (where the loop's time is). */
 
 #ifndef UVTW_DRIVER_H
 #define UVTW_DRIVER_H
 
-#include "internal.h"
+#include "core.h"
 
-/* What a timer re-armed with 0 inside its own callback does depends on the
- * libuv that runs, not on the one uvtw was compiled against:
- *   - libuv 1.44 to 1.47 run it again in the same pass of uv__run_timers
- *     (and spin if it keeps doing so), and 1.45 to 1.47 check whether the
- *     loop is alive right after that phase;
- *   - libuv 1.48.0 and later (libuv pull request 4250) collect the due
- *     timers before running any, so it runs in the next timers phase: the
- *     next loop iteration, as any uv_timer_t started with 0 from a timer
- *     callback does.
- * So from 1.48 on, a pass that leaves work due now re-arms the driver with
- * 0 from its own callback: the driver stays active and referenced, and the
- * work runs in the same iteration as a uv_timer_t's would.  Before 1.48 it
- * hands the re-arm to the rearm prepare handle, referenced meanwhile: the
- * work runs in the next iteration (uvtw never spins), where a uv_timer_t
- * would run in the same pass.  uv_version() of 1.48.0: */
-#define UVTW__LIBUV_COLLECTS_DUE_TIMERS 0x013000
+/* armed_tick of a stopped driver.  Equal to UVTW__NO_TICK on purpose: a
+ * tick compared with it is never the armed one, and "is e earlier than the
+ * armed tick?" is true for every e while nothing is armed. */
+#define UVTW__DRIVER_DISARMED UVTW__NO_TICK
+/* defer_from_id when no start is held for the next pass: above every id. */
+#define UVTW__NO_DEFER UINT64_MAX
 
-/* uv_now(loop) without a call into the shared library: uv_now returns
- * loop->time, and libuv keeps uv_loop_t's layout stable within 1.x. */
-static inline uint64_t uvtw__loop_now(const uv_loop_t* loop) {
-  return loop->time;
-}
+typedef struct {
+  uv_timer_t timer;
+  /* Re-arms the driver outside its own callback, on libuv before 1.48
+   * only (driver.c).  Started only while such a re-arm is pending; its ref
+   * state follows the driver's, so it holds the loop meanwhile. */
+  uv_prepare_t rearm;
+  /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped,
+   * and inside a pass. */
+  uint64_t armed_tick;
+  /* The first ms whose tick is armed_tick, UINT64_MAX while disarmed: a
+   * deadline d is due at the armed tick iff d - armed_first_ms < tick_ms,
+   * one compare without the tick's rounding (uvtw__driver_may_wait_for). */
+  uint64_t armed_first_ms;
+  /* A start whose expiry tick is below this re-arms the driver
+   * (uvtw__driver_moves_for): armed_tick outside a pass, 0 inside one,
+   * whose end re-arms anyway.  So that a start tests one word. */
+  uint64_t rearm_below;
+  int in_pass;     /* inside uvtw__pass */
+  int ref;         /* uv_ref state of the timer (and of rearm) */
+  int rearm_in_cb; /* the driver may re-arm itself with 0 (driver.c) */
+  /* The first order that the next pass leaves for the pass after it
+   * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
+  uint64_t defer_from_id;
+  uint64_t wakeups;
+  /* Runs after the callbacks of every pass: the task half's flush, given
+   * by wheel.c, which alone knows that half. */
+  void (*after_pass)(uvtw_wheel_t* wheel);
+} uvtw__driver_t;
 
-/* Non-zero if the libuv that runs lets the driver re-arm itself with 0. */
-static inline int uvtw__driver_can_rearm_in_cb(void) {
-  return uv_version() >= UVTW__LIBUV_COLLECTS_DUE_TIMERS;
-}
+/* The state of a driver that was never armed: a virtual wheel's driver
+ * stays in it, and the core's model test restarts timers against it. */
+#define UVTW__DRIVER_IDLE                                                      \
+ {                                                                             \
+  .armed_tick = UVTW__DRIVER_DISARMED, .armed_first_ms = UINT64_MAX,           \
+  .rearm_below = UVTW__DRIVER_DISARMED, .defer_from_id = UVTW__NO_DEFER        \
+ }
+
+
+/* Loop thread, in uvtw_wheel_new: the loop's clock, as a pointer that
+ * reads what uv_now(loop) returns.  Aborts if it does not (a libuv whose
+ * uv_loop_t differs from the one uvtw was compiled against). */
+const uint64_t* uvtw__driver_clock(uv_loop_t* loop);
 
 /* Loop thread, in uvtw_wheel_new: the driver's handles (unreferenced) and
- * state; `pass_cb` is the pass the driver's timer runs. */
-void uvtw__driver_init(uvtw_wheel_t* wheel, uv_timer_cb pass_cb);
+ * state. */
+void uvtw__driver_init(uvtw_wheel_t* wheel,
+                       void (*after_pass)(uvtw_wheel_t* wheel));
 
-/* The start of a pass, in the driver's callback: the one-shot uv_timer_t
- * is inactive now; the core collects what is due, less the starts held
- * for the next pass (uvtw__driver_due_start). */
-static inline void uvtw__driver_pass_begin(uvtw_wheel_t* wheel) {
-  wheel->driver.armed_tick = UVTW__DRIVER_DISARMED;
-  wheel->driver.armed_first_ms = UINT64_MAX;
-  wheel->driver.rearm_below = 0;
-  wheel->driver.wakeups++;
-  uvtw__core_expire(&wheel->core, uvtw__loop_now(wheel->loop));
-  if (wheel->driver.defer_from_id != UVTW__NO_DEFER) {
-    /* Started in this timers phase, before this callback: the next phase. */
-    uvtw__core_defer(&wheel->core, wheel->driver.defer_from_id);
-    wheel->driver.defer_from_id = UVTW__NO_DEFER;
-  }
-}
+/* One pass at the wheel's clock: collects what is due, runs the callbacks
+ * in libuv's order, then driver->after_pass.  `driven` is 1 in the
+ * driver's callback, which also counts a wake-up, counts each callback's
+ * lateness, and re-arms the driver after the pass; 0 on a virtual wheel
+ * (uvtw_wheel_advance), whose driver is never armed and whose callbacks
+ * are all on time.  A callback may start, stop or restart any timer, or
+ * close the wheel, which ends the pass. */
+void uvtw__pass(uvtw_wheel_t* wheel, int driven);
 
-/* The pass's callbacks are over (the wheel may be closing). */
-static inline void uvtw__driver_pass_over(uvtw_wheel_t* wheel) {
-  wheel->driver.rearm_below = wheel->driver.armed_tick;
-}
-
-/* Non-zero inside a pass (the driver's callback, or a virtual wheel's
- * pass): rearm_below is 0 there and nowhere else. */
-static inline int uvtw__driver_in_pass(const uvtw_wheel_t* wheel) {
-  return wheel->driver.rearm_below == 0;
-}
-
-/* The end of a pass that left the wheel open: re-arms the driver for what
- * is left. */
-void uvtw__driver_pass_end(uvtw_wheel_t* wheel);
-
-/* Arms the driver for the core's next wake-up (loop thread, outside a pass),
- * and brings its ref state up to date. */
+/* Arms the driver for the core's next wake-up (outside a pass), and brings
+ * its ref state up to date. */
 void uvtw__driver_update(uvtw_wheel_t* wheel);
 
-/* Stops the driver (the wheel is closing). */
-void uvtw__driver_disarm(uvtw_wheel_t* wheel);
+/* After the core's next wake-up may have moved earlier, to tick e (a timer
+ * was filed there): re-arms the driver if it must
+ * (uvtw__driver_moves_for). */
+void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e);
 
-/* After the core's next wake-up may have moved earlier, to tick e.  Not
- * inside a pass (rearm_below is 0 there): the end of the pass re-arms. */
-static inline void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
-  if (e < wheel->driver.rearm_below)
-    uvtw__driver_update(wheel);
+/* Brings the driver's ref state up to date: referenced iff an active
+ * referenced timer exists (core->active_ref). */
+void uvtw__driver_sync_ref(uvtw_wheel_t* wheel);
+
+/* A timer of the wheel is about to be (re)started with its deadline
+ * reached (timeout 0), outside a pass: on a libuv that collects the due
+ * timers before running them, the next pass may have to leave it for the
+ * one after (driver.c). */
+void uvtw__driver_due_start(uvtw_wheel_t* wheel);
+
+/* The wheel is closing: stops the driver's handles. */
+void uvtw__driver_stop(uvtw_wheel_t* wheel);
+
+/* Closes the driver's handles with `cb`; returns how many it closed. */
+int uvtw__driver_close(uvtw_wheel_t* wheel, uv_close_cb cb);
+
+
+static inline int uvtw__driver_in_pass(const uvtw__driver_t* driver) {
+  return driver->in_pass;
 }
 
-/* A timer of the wheel is about to be (re)started with its deadline reached
- * (timeout 0), outside a pass.  From libuv 1.48 on, uv__run_timers stops
- * every due timer, the driver among them, before it runs any: an armed but
- * inactive driver is held for the timers phase now running, and a
- * uv_timer_t started now would wait for the next phase.  So do this timer
- * and every timer started after it: the driver's coming pass leaves them
- * for the next one.  (Before 1.48 the driver is never seen in that state.)
- * Loop thread. */
-static inline void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
-  if (wheel->driver.defer_from_id == UVTW__NO_DEFER &&
-      wheel->driver.armed_tick != UVTW__DRIVER_DISARMED &&
-      !uvtw__driver_in_pass(wheel) &&
-      !uv_is_active((const uv_handle_t*) &wheel->driver.timer))
-    wheel->driver.defer_from_id = wheel->core.next_order;
-}
 
-/* Non-zero if the driver is armed for expiry tick e of an active timer,
- * so that stopping or moving the timer may move the next wake-up later.
- * Never inside a pass: the pass disarms the driver first
- * (uvtw__driver_pass_begin), and nothing arms it until the pass is over
- * (uvtw__driver_earlier), whose end re-arms anyway.  The DISARMED test
- * comes last: a tick equal to it (a saturated deadline) is rare. */
-static inline int uvtw__driver_waits_for(const uvtw_wheel_t* wheel,
+/* Non-zero if a timer filed at expiry tick e moves the next wake-up
+ * earlier than the armed one, so that the driver must re-arm.  Never
+ * inside a pass: the end of the pass re-arms. */
+static inline int uvtw__driver_moves_for(const uvtw__driver_t* driver,
                                          uint64_t e) {
-  return e == wheel->driver.armed_tick && e != UVTW__DRIVER_DISARMED;
+  return e < driver->rearm_below;
 }
+
+
+/* Non-zero if the driver is armed for expiry tick e, so that stopping or
+ * moving a timer of that tick may move the next wake-up later.  Never
+ * inside a pass, which disarms the driver first.  The DISARMED test comes
+ * last: a tick equal to it (a saturated deadline) is rare. */
+static inline int uvtw__driver_waits_for(const uvtw__driver_t* driver,
+                                         uint64_t e) {
+  return e == driver->armed_tick && e != UVTW__DRIVER_DISARMED;
+}
+
 
 /* Non-zero if a timer of deadline d may be the one the driver is armed
  * for: every timer due at the armed tick, and also (while disarmed, with
  * armed_first_ms UINT64_MAX) a saturated deadline or one below tick_ms,
- * which the caller's slow path tells apart (uvtw__driver_waits_for).  A
- * test for the hot paths: no rounding to a tick. */
-static inline int uvtw__driver_may_wait_for(const uvtw_wheel_t* wheel,
+ * which uvtw__driver_waits_for tells apart.  No rounding to a tick. */
+static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
+                                            const uvtw__core_t* core,
                                             uint64_t d) {
-  return d - wheel->driver.armed_first_ms < wheel->core.tick_ms;
+  return d - driver->armed_first_ms < core->tick_ms;
 }
 
-/* Brings the driver's ref state up to date: referenced iff an active
- * referenced timer or a drained live task exists.  The rearm handle
- * follows, so that it holds the loop while it stands in for the driver;
- * either handle counts for liveness only while it is active. */
-static inline void uvtw__driver_sync_ref(uvtw_wheel_t* wheel) {
-  int want;
 
-  want = wheel->core.active_ref != 0;
-  if (want == wheel->driver.ref)
-    return;
-  wheel->driver.ref = want;
-  if (want) {
-    uv_ref((uv_handle_t*) &wheel->driver.timer);
-    uv_ref((uv_handle_t*) &wheel->driver.rearm);
-  } else {
-    uv_unref((uv_handle_t*) &wheel->driver.timer);
-    uv_unref((uv_handle_t*) &wheel->driver.rearm);
+/* What a restart of an active timer does (uvtw__driver_restart). */
+typedef enum {
+  /* Rewrite only the deadline: the timer's old slot comes due first and
+   * re-files it then (uvtw__core_rearm_lazy). */
+  UVTW__RESTART_LAZY,
+  /* Re-file it; the driver re-arms if the new tick is earlier than the
+   * armed one (uvtw__driver_moves_for). */
+  UVTW__RESTART_REFILE,
+  /* Re-file it, then re-arm the driver, which waits for its old tick and
+   * would otherwise wake for nothing. */
+  UVTW__RESTART_REARM
+} uvtw__restart_t;
+
+
+/* The first half of uvtw__driver_restart, which reads only the timer, the
+ * core and the driver: non-zero if the restart is lazy for sure.  The core
+ * allows it (t waits in a slot, and d is not earlier), and the driver's
+ * wake-up stays exact: the driver does not wait for t's tick, or it does
+ * but the armed slot was too crowded to tighten (its wake-up may be early
+ * already).  Inline, for the lazy re-arm. */
+static inline int uvtw__driver_restart_lazy(const uvtw__driver_t* driver,
+                                            const uvtw__core_t* core,
+                                            const uvtw_timer_t* t,
+                                            uint64_t d) {
+  return uvtw__core_lazy_ok(core, t, d) &&
+         (!uvtw__driver_may_wait_for(driver, core, t->deadline_) ||
+          core->crowded);
+}
+
+
+/* The one restart rule: what restarting the active timer t for deadline
+ * d does.  Lazy as uvtw__driver_restart_lazy says, or, when the core
+ * allows it, if another timer of t's slot is due at the armed tick (the
+ * driver keeps work there; the neighbour is another cache line, so the
+ * first half does not look).  Otherwise t is re-filed, and the driver
+ * re-armed if it waited for t.  Loop thread; a pure function of its
+ * arguments. */
+static __attribute__((unused)) uvtw__restart_t uvtw__driver_restart(
+    const uvtw__driver_t* driver,
+    const uvtw__core_t* core,
+    const uvtw_timer_t* t,
+    uint64_t d) {
+  const uvtw_timer_t* other;
+
+  if (uvtw__driver_restart_lazy(driver, core, t, d))
+    return UVTW__RESTART_LAZY;
+  if (uvtw__core_lazy_ok(core, t, d)) {
+    other = uvtw__core_neighbour(core, t);
+    if (other != NULL &&
+        uvtw__core_tick_of(core, other->deadline_) == driver->armed_tick)
+      return UVTW__RESTART_LAZY;
   }
-}
-
-/* A timer left a slot by the timer API (a stop, or a re-file): if that
- * was the crowded slot the driver is armed for, it may hold few enough
- * timers to tighten now, and a lazy re-arm at the armed tick must not
- * leave the wake-up early.  The flag is forgotten; the next re-arm of the
- * driver (tighten) sets it again if it still holds. */
-static inline void uvtw__driver_slot_left(uvtw_wheel_t* wheel) {
-  wheel->driver.armed_crowded = 0;
+  if (uvtw__driver_waits_for(driver, uvtw__core_tick_of(core, t->deadline_)))
+    return UVTW__RESTART_REARM;
+  return UVTW__RESTART_REFILE;
 }
 
 #endif /* UVTW_DRIVER_H */

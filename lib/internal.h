@@ -10,7 +10,8 @@
  *                round up to a tick, so nothing fires early.
  *   file         put a timer in the slot (or list) its expiry tick belongs
  *                to, relative to the core's now.
- *   pass         one run of the driver's callback: collect every timer
+ *   pass         one run of uvtw__pass (driver.c), by the driver's
+ *                callback or by uvtw_wheel_advance: collect every timer
  *                that is due, sort it into libuv's order, then run the
  *                callbacks.  Timers started during a pass wait for the next.
  *   cascade      re-filing a timer from a higher level's slot to a lower
@@ -52,9 +53,10 @@
 #ifndef UVTW_INTERNAL_H
 #define UVTW_INTERNAL_H
 
+#include "core.h"
+#include "driver.h"
 #include "task.h"
 #include "uvtw.h"
-#include "core.h"
 
 /* Where the wheel is in its close; wheel.c owns close and lists its steps.
  * OPEN is 0, so `if (wheel->closing)` asks "has close begun?". */
@@ -64,56 +66,12 @@ typedef enum {
   UVTW__CLOSING_HANDLES /* no task left: the three handles are closing */
 } uvtw__close_state_t;
 
-/* armed_tick of a stopped driver.  Equal to UVTW__NO_TICK on purpose: a
- * tick compared with it is never the armed one, and "is e earlier than the
- * armed tick?" is true for every e while nothing is armed. */
-#define UVTW__DRIVER_DISARMED UVTW__NO_TICK
-/* defer_from_id when no start is held for the next pass: above every id. */
-#define UVTW__NO_DEFER UINT64_MAX
-
-/* The driver (driver.c): the one uv_timer_t of a wheel, armed for the
- * core's next wake-up or stopped when the wheel is empty, never on a fixed
- * tick; and when it is referenced.  Loop thread only. */
-typedef struct {
-  uv_timer_t timer;
-  /* Re-arms the driver outside its own callback, on libuv before 1.48
-   * only (see driver.h).  Started only while such a re-arm is pending; its
-   * ref state follows the driver's, so it holds the loop meanwhile. */
-  uv_prepare_t rearm;
-  /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped. */
-  uint64_t armed_tick;
-  /* The first ms whose tick is armed_tick, UINT64_MAX while disarmed: a
-   * deadline d is due at the armed tick iff d - armed_first_ms < tick_ms,
-   * one compare without the tick's rounding (uvtw__driver_may_wait_for). */
-  uint64_t armed_first_ms;
-  /* A start whose expiry tick is below this re-arms the driver
-   * (uvtw__driver_earlier): armed_tick outside a pass, 0 inside one (the
-   * end of the pass re-arms anyway), so that the start tests one word.
-   * Outside a pass it is never 0 (an armed tick is after now, so at least
-   * 1, or DISARMED): 0 is also the "inside a pass" flag
-   * (uvtw__driver_in_pass). */
-  uint64_t rearm_below;
-  /* The armed tick is the bound of a slot too crowded to tighten
-   * (uvtw__core_tighten): the wake-up there may be early already, so a
-   * lazy re-arm of a timer due at it costs nothing in exactness.  Cleared
-   * when a timer leaves a slot by the timer API (stop, re-file), since the
-   * slot may have shrunk; set again by the next tighten. */
-  int armed_crowded;
-  int ref;         /* uv_ref state of the timer (and of rearm) */
-  int rearm_in_cb; /* the driver may re-arm itself with 0 (driver.h) */
-  /* The first order that the next pass leaves for the pass after it
-   * (uvtw__driver_due_start); UVTW__NO_DEFER if none. */
-  uint64_t defer_from_id;
-  uint64_t wakeups;
-  uv_timer_cb pass_cb; /* the pass, wheel.c */
-} uvtw__driver_t;
-
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
-  /* The clock the timers read: &loop->time (what uv_now returns), or
-   * &virtual_now on a virtual wheel.  Reading it is two loads, as reading
-   * loop->time through `loop` is, so the real-time path pays nothing. */
+  /* The clock the timers read: the loop's (uvtw__driver_clock), or
+   * &virtual_now on a virtual wheel.  Two loads, where uv_now(loop) would
+   * be a call into the shared library on every start. */
   const uint64_t* now;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
@@ -124,10 +82,10 @@ struct uvtw_wheel_s {
    * into uvtw_stats_t.lateness by uvtw_wheel_stats: so counting one is a
    * bit scan and an add, with no clamp (uvtw__late_slot).  A pass counts
    * every timer it pops (uvtw__task_fire takes a task off again if it
-   * neither runs nor goes to the pool), so the timer callbacks run are
+   * neither runs nor goes to the threadpool), so the timer callbacks run are
    * the sum less tasks_dispatched: no counter of their own. */
   uint64_t late_bits[64];
-  uint64_t tasks_dispatched; /* loop-thread runs and pool hand-offs */
+  uint64_t tasks_dispatched; /* loop-thread runs and work hand-offs */
   int virtual_time;          /* options.virtual_time: set at creation only */
   int advancing;             /* inside uvtw_wheel_advance */
   /* A virtual wheel's clock, loop thread only: never goes back. */
@@ -156,9 +114,8 @@ static inline size_t uvtw__late_slot(uint64_t late) {
 }
 
 
-/* uvtw__popped_lateness with a tick above 1 ms.  Out of line, so that a
- * pass with 1 ms ticks loads nothing for it; a copy in each file that
- * counts lateness, so that the compiler sees which registers it uses. */
+/* uvtw__popped_lateness with a tick above 1 ms.  Out of line: a pass with
+ * 1 ms ticks never needs it. */
 static __attribute__((noinline, unused)) uint64_t uvtw__late_by_tick(
     const uvtw_wheel_t* wheel) {
   uint64_t deadline;

@@ -28,9 +28,7 @@ static inline void uvtw__list_append(struct uvtw__link* head,
                                      struct uvtw__link* node) {
   struct uvtw__link* prev;
 
-  /* Read once, as the stores below may alias it; and the stores in this
-   * order, which keeps GCC from pairing the node's two in a vector
-   * register (four instructions for two). */
+  /* Read once: the stores below may alias it. */
   prev = head->prev;
   node->next = head;
   prev->next = node;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* uvtw_timer_*: the loop-thread timer API, mirroring uv_timer_*. */
 
-#include "driver.h"
+#include "internal.h"
 
 
 int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
@@ -18,16 +18,18 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
-/* uvtw_timer_start and uvtw_timer_stop are leaf functions without a stack
- * frame: what they rarely need (a catch-up, a re-arm of the driver, a
- * change of its ref state) is a tail call to a cold function. */
+/* What a start or a stop rarely needs (a catch-up, a re-arm of the
+ * driver, a change of its ref state) is in cold functions of its own, so
+ * that the common path stays short. */
 
 /* The driver after a start of an inactive timer whose expiry tick is e:
  * armed later than e, or unreferenced while the timer is referenced. */
 static int __attribute__((noinline, cold))
 start_driver(uvtw_wheel_t* wheel, uint64_t e) {
-  uvtw__driver_earlier(wheel, e);
-  uvtw__driver_sync_ref(wheel);
+  if (uvtw__driver_moves_for(&wheel->driver, e))
+    uvtw__driver_update(wheel);
+  else
+    uvtw__driver_sync_ref(wheel);
   return 0;
 }
 
@@ -47,7 +49,8 @@ static inline int start_inactive(uvtw_wheel_t* wheel,
   timer->cb_ = cb;
   timer->repeat_ = repeat;
   e = uvtw__core_start(&wheel->core, timer, deadline);
-  if (e < wheel->driver.rearm_below || (int) ref > wheel->driver.ref)
+  if (uvtw__driver_moves_for(&wheel->driver, e) ||
+      (int) ref > wheel->driver.ref)
     return start_driver(wheel, e);
   return 0;
 }
@@ -57,6 +60,13 @@ static inline int start_inactive(uvtw_wheel_t* wheel,
  * brings the wheel's now up to the loop's, so that the timer is filed
  * relative to the loop's now and a short timeout lands in level 0.  Not
  * inside a pass, which collected up to the loop's now when it began. */
+static void catch_up_loop(uvtw_wheel_t* wheel, uint64_t now) {
+  if (uvtw__core_behind(&wheel->core, now) &&
+      !uvtw__driver_in_pass(&wheel->driver))
+    uvtw__core_catch_up(&wheel->core, now);
+}
+
+
 static int __attribute__((noinline, cold))
 start_catching_up(uvtw_wheel_t* wheel,
                   uvtw_timer_t* timer,
@@ -64,56 +74,52 @@ start_catching_up(uvtw_wheel_t* wheel,
                   uint64_t repeat,
                   uint64_t deadline,
                   uint64_t now) {
-  if (!uvtw__driver_in_pass(wheel))
-    uvtw__core_catch_up(&wheel->core, now);
+  catch_up_loop(wheel, now);
   return start_inactive(wheel, timer, cb, repeat, deadline);
 }
 
 
-/* Out of line: a neighbour's deadline is another cache line. */
-static int __attribute__((noinline))
-waits_with_neighbour(const uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
-  const uvtw_timer_t* other;
+/* Restarts an active timer as uvtw__driver_restart says.  The timer was
+ * active and stays so: active_ref, hence the driver's ref state, is
+ * unchanged. */
+static int __attribute__((noinline)) restart_by_rule(uvtw_wheel_t* wheel,
+                                                     uvtw_timer_t* timer,
+                                                     uint64_t deadline,
+                                                     uint64_t now) {
+  uvtw__restart_t what;
+  uint64_t e;
 
-  other = uvtw__core_neighbour(&wheel->core, timer);
-  return other != NULL && uvtw__core_tick_of(&wheel->core, other->deadline_) ==
-                              wheel->driver.armed_tick;
+  what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
+  if (what == UVTW__RESTART_LAZY) {
+    uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
+    return 0;
+  }
+  catch_up_loop(wheel, now);
+  e = uvtw__core_start(&wheel->core, timer, deadline);
+  if (what == UVTW__RESTART_REARM || uvtw__driver_moves_for(&wheel->driver, e))
+    uvtw__driver_update(wheel);
+  return 0;
 }
 
 
-/* Moves an active timer that the lazy re-arm does not cover. */
-static int __attribute__((noinline)) restart_filed(uvtw_wheel_t* wheel,
-                                                   uvtw_timer_t* timer,
-                                                   uint64_t deadline,
-                                                   uint64_t now) {
-  uvtw__core_t* core;
-  int waited_for;
-  uint64_t e;
-
-  core = &wheel->core;
-  /* Later, in a slot, and the driver waits for its tick: lazy still if a
-   * neighbour in its slot is due at the same tick (the driver keeps work
-   * there, and stays exact). */
-  if (uvtw__core_lazy_ok(core, timer, deadline) &&
-      waits_with_neighbour(wheel, timer)) {
-    uvtw__core_rearm_lazy(core, timer, deadline);
+/* Restarts an active timer (so the wheel is not closing: close makes every
+ * timer inactive, and no start succeeds after it).  The lazy re-arm, the
+ * idle-timeout pattern, touches only the timer: when the rule's first half
+ * says so, nothing else is called. */
+static inline int restart(uvtw_wheel_t* wheel,
+                          uvtw_timer_t* timer,
+                          uvtw_timer_cb cb,
+                          uint64_t repeat,
+                          uint64_t deadline,
+                          uint64_t now) {
+  timer->cb_ = cb;
+  timer->repeat_ = repeat;
+  if (uvtw__driver_restart_lazy(&wheel->driver, &wheel->core, timer,
+                                deadline)) {
+    uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
     return 0;
   }
-  if (uvtw__core_behind(core, now) && !uvtw__driver_in_pass(wheel))
-    uvtw__core_catch_up(core, now);
-  /* If the driver is armed for this timer, re-arm it after the move, so
-   * that it does not wake for nothing. */
-  waited_for =
-      uvtw__driver_waits_for(wheel, uvtw__core_tick_of(core, timer->deadline_));
-  e = uvtw__core_start(core, timer, deadline);
-  uvtw__driver_slot_left(wheel); /* it left its slot */
-  /* The timer was active and stays so: active_ref, hence the driver's ref
-   * state, is unchanged. */
-  if (waited_for)
-    uvtw__driver_update(wheel);
-  else
-    uvtw__driver_earlier(wheel, e);
-  return 0;
+  return restart_by_rule(wheel, timer, deadline, now);
 }
 
 
@@ -129,11 +135,9 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
     return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
   now = uvtw__wheel_now(wheel);
-  if (timer->link_.next == NULL)
-    return start_catching_up(wheel, timer, cb, repeat, now, now);
-  timer->cb_ = cb;
-  timer->repeat_ = repeat;
-  return restart_filed(wheel, timer, now, now);
+  if (timer->link_.next != NULL)
+    return restart(wheel, timer, cb, repeat, now, now);
+  return start_catching_up(wheel, timer, cb, repeat, now, now);
 }
 
 
@@ -142,42 +146,21 @@ int uvtw_timer_start(uvtw_timer_t* timer,
                      uint64_t timeout,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
-  uvtw__core_t* core;
   uint64_t deadline;
   uint64_t now;
 
   if (timer == NULL || cb == NULL)
     return UV_EINVAL;
   wheel = timer->wheel_;
-  core = &wheel->core;
   if (timeout == 0)
     return start_due(wheel, timer, cb, repeat);
   now = uvtw__wheel_now(wheel);
   deadline = uvtw__sat_add(now, timeout);
-  if (timer->link_.next != NULL) {
-    /* Active, so the wheel is not closing: close makes every timer
-     * inactive, and no start succeeds after it. */
-    timer->cb_ = cb;
-    timer->repeat_ = repeat;
-    /* The idle-timeout pattern: an active timer waiting in a slot, pushed
-     * later, touching only the timer (the lazy re-arm).  Not if the driver
-     * may wait for this timer (uvtw__driver_may_wait_for: inside a pass
-     * the driver is disarmed, which matches no timer but rare ones, and
-     * restart_filed handles those), unless the driver was armed
-     * for a slot too crowded to tighten: its wake-up there may be early
-     * anyway, and re-filing would not move it.  (restart_filed makes one
-     * more exception.) */
-    if (uvtw__core_lazy_ok(core, timer, deadline) &&
-        (!uvtw__driver_may_wait_for(wheel, timer->deadline_) ||
-         wheel->driver.armed_crowded)) {
-      uvtw__core_rearm_lazy(core, timer, deadline);
-      return 0;
-    }
-    return restart_filed(wheel, timer, deadline, now);
-  }
+  if (timer->link_.next != NULL)
+    return restart(wheel, timer, cb, repeat, deadline, now);
   if (wheel->closing)
     return UV_ECANCELED;
-  if (uvtw__core_behind(core, now))
+  if (uvtw__core_behind(&wheel->core, now))
     return start_catching_up(wheel, timer, cb, repeat, deadline, now);
   return start_inactive(wheel, timer, cb, repeat, deadline);
 }
@@ -188,7 +171,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
 static int __attribute__((noinline, cold))
 stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
   if (uvtw__driver_waits_for(
-          wheel, uvtw__core_tick_of(&wheel->core, timer->deadline_)))
+          &wheel->driver, uvtw__core_tick_of(&wheel->core, timer->deadline_)))
     uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
   else
     uvtw__driver_sync_ref(wheel);
@@ -203,9 +186,9 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  awaited = uvtw__driver_may_wait_for(wheel, timer->deadline_);
+  awaited =
+      uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
-  uvtw__driver_slot_left(wheel);
   /* A stop can only lower active_ref: the driver's ref state changes only
    * if it reached 0. */
   if (awaited || (wheel->core.active_ref == 0 && wheel->driver.ref))

@@ -16,8 +16,8 @@
  *     which a timer may expire (uvtw__core_next_expiry, never later than
  *     the earliest expiry; unlike the driver's wake-ups it skips those
  *     that only move timers, since a pass takes any gap), one after
- *     another up to the end of the span, and runs a pass at each, as the
- *     driver's pass_cb does (wheel.c).  A pass at the expiry tick of a
+ *     another up to the end of the span, and runs the driver's pass at each
+ *     (uvtw__pass, without the driver).  A pass at the expiry tick of a
  *     timer runs it with the clock at its deadline rounded up to the tick,
  *     so a repeating timer is re-filed for that plus its repeat
  *     (uvtw__core_pop_due), and work a callback leaves due at that tick
@@ -29,7 +29,7 @@
  *     records: neither is walked per pass (nor, with no task to take in,
  *     per call). */
 
-#include "driver.h"
+#include "internal.h"
 
 
 uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel) {
@@ -40,30 +40,6 @@ uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel) {
 static void set_clock(uvtw_wheel_t* wheel, uint64_t ms) {
   wheel->virtual_now = ms;
   atomic_store_explicit(&wheel->virtual_now_shared, ms, memory_order_relaxed);
-}
-
-
-/* One pass at the clock's time: what the driver's pass_cb does on an
- * ordinary wheel, less the driver (wake-ups, defer, re-arm). */
-static void virtual_pass(uvtw_wheel_t* wheel) {
-  uvtw_timer_t* timer;
-  uint64_t now;
-
-  now = wheel->virtual_now; /* cannot move during the pass: EBUSY */
-  uvtw__core_expire(&wheel->core, now);
-  wheel->driver.rearm_below = 0; /* inside the pass */
-  while ((timer = uvtw__core_pop_due(&wheel->core, now))) { /* pass_cb */
-    /* No lateness in virtual time: every callback is on time.  Counted
-     * as run, as in pass_cb (wheel.c). */
-    wheel->late_bits[0]++;
-    timer->cb_(timer);
-  }
-  uvtw__driver_pass_over(wheel);
-  /* Nodes of tasks that ended in the pass; by one shared read, as after a
-   * driver pass (task.c): a look at every thread's record here would make
-   * each step cost one cache line per thread that ever called the wheel. */
-  uvtw__tasks_pass_flush(wheel);
-  uvtw__core_validate(&wheel->core);
 }
 
 
@@ -108,7 +84,7 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
     at = uvtw__core_ms_of(&wheel->core, next);
     if (at > wheel->virtual_now)
       set_clock(wheel, at);
-    virtual_pass(wheel);
+    uvtw__pass(wheel, 0);
   }
   /* A callback that closed the wheel ends the span there. */
   if (!wheel->closing)

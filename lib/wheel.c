@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The wheel on a libuv loop: the public object's lifecycle (new, close),
- * the pass that the driver's uv_timer_t runs, the cross-thread wake-up,
+ * the after-pass hook it gives the driver, the cross-thread wake-up,
  * walk, stats and pending.  When the driver is armed is driver.c's.
  *
  * Close is owned here (wheel->closing); task-close.c does the task steps.  In
@@ -14,21 +14,21 @@
  *      the caller's stack, and the loop keeps running until close is done.
  *   2. On every async callback, and whenever a threadpool run comes back
  *      (close_continue): uvtw__tasks_close_step drains the
- *      producers' queues, makes the final calls, uv_cancels queued pool
- *      work, and reports done only when it counts no task live (see
+ *      producers' queues, makes the final calls, uv_cancels queued
+ *      threadpool work, and reports done only when it counts no task live (see
  *      task-close.c); it then sets CLOSED: a cancel from then on
  *      returns UV_ENOENT without touching the tasks.  Until then it
- *      signals the async handle again, or waits for the pool's
+ *      signals the async handle again, or waits for the threadpool's
  *      after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
  *      handles close.
  *   4. The last of their close callbacks calls the user's close callback,
- *      then frees the task pool, the producer records and the wheel. */
+ *      then frees the node pool, the producer records and the wheel. */
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
+#include "internal.h"
 #include "uvtw-assert.h"
 
 
@@ -47,35 +47,13 @@ uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel) {
 static void close_continue(uvtw_wheel_t* wheel);
 
 
-/* The pass: the driver's callback.  Runs every timer that is due, in
- * libuv's order; a callback may start, stop or restart any timer, or close
- * the wheel (which ends the pass). */
-static void pass_cb(uv_timer_t* handle) {
-  uvtw_wheel_t* wheel;
-  uvtw_timer_t* timer;
-
-  wheel = handle->data;
-  uvtw__driver_pass_begin(wheel);
-  /* The loop's time is read for each repeating timer (a callback may
-   * update it).  Every timer counts as run here, by its lateness; a task
-   * that does not run after all is taken off again (uvtw__task_fire).  A
-   * callback that closes the wheel ends the pass: close empties the core,
-   * and files nothing after (no start succeeds, no task is filed), so the
-   * next pop finds nothing.  The same holds for a pass that begins on a
-   * closed wheel (libuv >= 1.48 may run a driver that close stopped after
-   * the timers phase had collected it). */
-  while ((timer = uvtw__core_pop_due_at(&wheel->core, wheel->now))) {
-    wheel->late_bits[uvtw__late_slot(uvtw__popped_lateness(wheel))]++;
-    timer->cb_(timer);
-  }
-  uvtw__driver_pass_over(wheel);
+/* The task half after every pass (the driver's after_pass): the nodes of
+ * tasks that ended in it go back to the node pool, and the tasks the loop holds
+ * keep it alive, or stop. */
+static void tasks_after_pass(uvtw_wheel_t* wheel) {
   if (uvtw__tasks_may_be_busy(&wheel->tasks))
-    uvtw__tasks_pass_flush(wheel); /* nodes of tasks that ended in it */
-  uvtw__core_validate(&wheel->core);
+    uvtw__tasks_pass_flush(wheel);
   uvtw__tasks_validate(wheel);
-  if (wheel->closing)
-    return;
-  uvtw__driver_pass_end(wheel);
 }
 
 
@@ -129,7 +107,8 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->advancing = 0;
   wheel->virtual_now = uv_now(loop);
   atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
-  wheel->now = wheel->virtual_time ? &wheel->virtual_now : &loop->time;
+  wheel->now =
+      wheel->virtual_time ? &wheel->virtual_now : uvtw__driver_clock(loop);
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
@@ -147,7 +126,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
     free(wheel);
     return err;
   }
-  uvtw__driver_init(wheel, pass_cb);
+  uvtw__driver_init(wheel, tasks_after_pass);
   wheel->async.data = wheel;
   uv_unref((uv_handle_t*) &wheel->async);
   *out = wheel;
@@ -164,7 +143,7 @@ static void handle_closed(uv_handle_t* handle) {
   if (--wheel->handles_closing != 0)
     return;
   /* Step 4.  Calls into the wheel must have returned before cb runs, so
-   * the task pool and the producer records go only after it. */
+   * the node pool and the producer records go only after it. */
   if (wheel->close_cb != NULL)
     wheel->close_cb(wheel);
   uvtw__tasks_destroy(wheel);
@@ -180,10 +159,8 @@ static void close_continue(uvtw_wheel_t* wheel) {
   if (wheel->closing != UVTW__CLOSING_TASKS || !uvtw__tasks_close_step(wheel))
     return;
   wheel->closing = UVTW__CLOSING_HANDLES;
-  wheel->handles_closing = 3;
   uv_close((uv_handle_t*) &wheel->async, handle_closed);
-  uv_close((uv_handle_t*) &wheel->driver.timer, handle_closed);
-  uv_close((uv_handle_t*) &wheel->driver.rearm, handle_closed);
+  wheel->handles_closing = 1 + uvtw__driver_close(wheel, handle_closed);
 }
 
 
@@ -195,8 +172,7 @@ int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   wheel->close_cb = cb;
   uvtw__tasks_close_begin(wheel);
   uvtw__core_clear(&wheel->core);
-  uvtw__driver_disarm(wheel);
-  uv_prepare_stop(&wheel->driver.rearm);
+  uvtw__driver_stop(wheel);
   return 0;
 }
 

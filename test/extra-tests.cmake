@@ -25,7 +25,6 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c
-            ${PROJECT_SOURCE_DIR}/lib/core-inl.h
             ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/list.h
             ${PROJECT_SOURCE_DIR}/include/uvtw.h
     COMMENT "Building fuzz-core with clang")
@@ -97,6 +96,14 @@ if(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
     message(STATUS "no dpkg and dpkg-shlibdeps (dpkg-dev): "
                    "the package-deb test is skipped")
   endif()
+  # The timer half alone (-DUVTW_TASKS=OFF) builds, holds no task code,
+  # and passes its tests.
+  add_test(NAME timer-only
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/timer-only.sh
+                   ${PROJECT_SOURCE_DIR}
+                   -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+                   "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}")
+  set_tests_properties(timer-only PROPERTIES TIMEOUT 900)
   foreach(how add_subdirectory FetchContent)
     add_test(NAME subproject-${how}
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/subproject.sh

@@ -71,6 +71,7 @@ static void run(
 /* Restarting a waiting timer later must not move it (the lazy re-arm);
  * earlier must. */
 static void lazy_rearm(void) {
+  static const uvtw__driver_t idle = UVTW__DRIVER_IDLE;
   uvtw__core_t core;
   uvtw_timer_t a;
   struct uvtw__link* prev;
@@ -79,23 +80,25 @@ static void lazy_rearm(void) {
   uvtw__core_init(&core, 1, 1000);
   uvtw__core_start(&core, &a, 6000);
   prev = a.link_.prev;
-  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 9000), 1);
+  ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 9000), UVTW__RESTART_LAZY);
+  uvtw__core_rearm_lazy(&core, &a, 9000);
   ASSERT_PTR_EQ(a.link_.prev, prev);
   ASSERT_UEQ(a.deadline_, 9000);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* Its old slot comes due: it is re-filed, not fired. */
   uvtw__core_expire(&core, 6500);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 6500), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){6500}), NULL);
   ASSERT(a.link_.next != NULL);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   uvtw__core_expire(&core, 8999);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 8999), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){8999}), NULL);
   uvtw__core_expire(&core, 9000);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, 9000), &a);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){9000}), &a);
   ASSERT(a.link_.next == NULL);
   /* Earlier moves it at once. */
   uvtw__core_start(&core, &a, 50000);
-  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, 20000), 0);
+  ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 20000),
+            UVTW__RESTART_REFILE);
   ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
@@ -114,7 +117,8 @@ static void long_gap(void) {
   for (i = 0; i < 1000; i++)
     uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919);
   uvtw__core_expire(&core, (uint64_t) 1 << 40);
-  for (fired = 0; uvtw__core_pop_due(&core, (uint64_t) 1 << 40); fired++)
+  for (fired = 0; uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 40});
+       fired++)
     ;
   ASSERT_UEQ(fired, 1000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), UINT64_MAX);
@@ -127,6 +131,7 @@ static void long_gap(void) {
  * there, which uvtw__core_next_expiry then returns instead of walking the
  * list; exact again once the pass at it has re-filed the list. */
 static void overflow_bound(void) {
+  static const uvtw__driver_t idle = UVTW__DRIVER_IDLE;
   static uvtw_timer_t far_timers[1000];
   uvtw__core_t core;
   uvtw_timer_t a;
@@ -145,12 +150,15 @@ static void overflow_bound(void) {
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 45);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* a moves later, lazily: the bound stays at its old expiry. */
-  ASSERT_EQ(uvtw__core_rearm_later(&core, &a, (uint64_t) 1 << 47), 1);
+  ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, (uint64_t) 1 << 47),
+            UVTW__RESTART_LAZY);
+  uvtw__core_rearm_lazy(&core, &a, (uint64_t) 1 << 47);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 45);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* The pass at the bound fires nothing and re-files the list. */
   uvtw__core_expire(&core, (uint64_t) 1 << 45);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 45), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 45}),
+                NULL);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 46);
   /* A stop leaves the bound early too. */
@@ -158,10 +166,11 @@ static void overflow_bound(void) {
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 46);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   uvtw__core_expire(&core, (uint64_t) 1 << 46);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 46), NULL);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 46}),
+                NULL);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 47);
   uvtw__core_expire(&core, (uint64_t) 1 << 47);
-  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, (uint64_t) 1 << 47), &a);
+  ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 47}), &a);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), UINT64_MAX - 999);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   uvtw__core_clear(&core);

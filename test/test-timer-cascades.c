@@ -47,7 +47,7 @@ static uint64_t core_run(uint64_t start_ms, uint64_t lag_ms, uint64_t max) {
   for (passes = 1; fired < N; passes++) {
     now += 1 + next_random() % 37;
     uvtw__core_expire(&core, now);
-    while (uvtw__core_pop_due(&core, now) != NULL)
+    while (uvtw__core_pop_due(&core, &now) != NULL)
       fired++;
     if (passes % 8 == 0) /* the check is O(N) */
       ASSERT_EQ(0, uvtw__core_check(&core, stderr));
@@ -84,8 +84,10 @@ static void on_core(void) {
     ASSERT_UEQ(2, core.cascades);
     ASSERT_EQ(0, uvtw__core_check(&core, stderr));
     uvtw__core_expire(&core, UVTW__L0_SLOTS);
-    ASSERT_PTR_EQ(&timers[0], uvtw__core_pop_due(&core, UVTW__L0_SLOTS));
-    ASSERT_PTR_EQ(&timers[1], uvtw__core_pop_due(&core, UVTW__L0_SLOTS));
+    ASSERT_PTR_EQ(&timers[0],
+                  uvtw__core_pop_due(&core, &(uint64_t){UVTW__L0_SLOTS}));
+    ASSERT_PTR_EQ(&timers[1],
+                  uvtw__core_pop_due(&core, &(uint64_t){UVTW__L0_SLOTS}));
     ASSERT_UEQ(2, core.cascades);
   }
 }

@@ -59,7 +59,7 @@ static void crowded_slot(void) {
   ASSERT_EQ(100, uv_backend_timeout(&loop));
   ASSERT_EQ(0, uvtw_timer_stop(&helper));
   ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
-  ASSERT_EQ(1, wheel->driver.armed_crowded);
+  ASSERT_EQ(1, wheel->core.crowded);
 
   uvtw_wheel_stats(wheel, &before);
   link = timers[0].link_;
@@ -80,7 +80,7 @@ static void alone_at_tick(void) {
   ASSERT_EQ(0, uvtw_timer_start(&timers[0], never_cb, base, 0));
   ASSERT_EQ(0, uvtw_timer_start(&timers[1], never_cb, base + 3, 0));
   ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
-  ASSERT_EQ(0, wheel->driver.armed_crowded);
+  ASSERT_EQ(0, wheel->core.crowded);
   ASSERT_EQ(0, uvtw_timer_start(&timers[0], never_cb, base + 4000, 0));
   ASSERT_EQ((int64_t) base + 3, uv_backend_timeout(&loop));
   stop_all();

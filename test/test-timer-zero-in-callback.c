@@ -9,7 +9,7 @@
  *     next iteration.  A uvtw pass never spins.
  * So on every libuv the uvtw timer runs in the iteration after the pass
  * that started it, and the test checks which of the two the twin did
- * against uv_version(), the run-time check the driver makes (driver.h).
+ * against uv_version(), the run-time check the driver makes (driver.c).
  * Order: a uvtw timer started in a pass never runs before the timers that
  * were already due in that pass.  (README.md, Semantics: "Snapshot" and
  * "Which libuv".) */

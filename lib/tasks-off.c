@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/* The task half's interface (task.h) in a library built with
+ * -DUVTW_TASKS=OFF, the timer half only: no task file is compiled.  No
+ * task ever exists, so the wheel's calls into the tasks do nothing, and
+ * uvtw_submit and uvtw_cancel return UV_ENOSYS. */
+
+#include <string.h>
+
+#include "internal.h"
+#include "uvtw-assert.h"
+
+
+int uvtw__tasks_init(uvtw_wheel_t* wheel,
+                     size_t max_tasks,
+                     void (*pool_returned)(uvtw_wheel_t* wheel)) {
+  (void) max_tasks;
+  (void) pool_returned;
+  memset(&wheel->tasks, 0, sizeof(wheel->tasks));
+  return 0;
+}
+
+
+void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
+  (void) wheel;
+}
+
+
+void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
+  (void) wheel;
+  out->tasks_live = 0;
+  out->async_wakeups = 0;
+  out->tasks_accepted = 0;
+  out->tasks_run = 0;
+  out->tasks_cancelled = 0;
+  out->tasks_closed = 0;
+  out->queue_high_water = 0;
+}
+
+
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
+  (void) wheel;
+  (void) between;
+  return 0;
+}
+
+
+void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
+  (void) wheel;
+}
+
+
+void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
+  (void) wheel;
+}
+
+
+int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
+  (void) wheel;
+  (void) budget;
+  return 0;
+}
+
+
+void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
+  (void) wheel;
+}
+
+
+/* As with tasks, the rest of close runs from the async callback, outside
+ * the caller's stack; the async handle holds the loop until close is done. */
+void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
+  uv_ref((uv_handle_t*) &wheel->async);
+  uv_async_send(&wheel->async);
+}
+
+
+int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
+  (void) wheel;
+  return 1;
+}
+
+
+int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
+  (void) wheel;
+  (void) out;
+  (void) quiescent;
+  return 0;
+}
+
+
+/* Only its address is used (uvtw__task_owns): no timer has it. */
+void uvtw__task_fire(uvtw_timer_t* timer) {
+  (void) timer;
+  UVTW__UNREACHABLE();
+}
+
+
+int uvtw_submit(uvtw_wheel_t* wheel,
+                uint64_t delay_ms,
+                uint64_t repeat_ms,
+                unsigned flags,
+                uvtw_task_cb cb,
+                void* arg,
+                uvtw_id_t* id) {
+  (void) wheel;
+  (void) delay_ms;
+  (void) repeat_ms;
+  (void) flags;
+  (void) cb;
+  (void) arg;
+  (void) id;
+  return UV_ENOSYS;
+}
+
+
+int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  (void) wheel;
+  (void) id;
+  return UV_ENOSYS;
+}

@@ -437,6 +437,32 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  * returns 0 (no final call follows) or UV_ENOENT (one does, or did). */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
 
+/* Moves a live task's next run to delay_ms from this call, counted as
+ * uvtw_submit counts (never early, rounded up to a tick; on a virtual
+ * wheel from its clock).  The task keeps its id, repeat, flags and place
+ * under max_tasks; a repeating task runs every repeat_ms after that run,
+ * as before.  Any thread, also from inside any callback; lock-free.
+ * Exact, like uvtw_cancel: of a reset, the task's expiry, its runs, a
+ * cancel and close, each race ends in one of these outcomes.
+ * Returns 0           the task will not run before the new deadline (a
+ *                     run the expiry had not begun yet, also one handed
+ *                     to the threadpool and not started, waits for it).
+ *                     If several resets of one task race, the deadline of
+ *                     the one that stores it last applies.  After
+ *                     uvtw_wheel_close began, the task still gets its
+ *                     final call instead of a run.
+ *         UV_EBUSY    a run is executing right now (also when called from
+ *                     the task's own callback): it goes on; a repeating
+ *                     task's next run is at the new deadline, and a
+ *                     one-shot ends with this run.
+ *         UV_ENOENT   as uvtw_cancel: id 0, an unknown or foreign id, or a
+ *                     task that ended (or whose last run began after a
+ *                     cancel returned UV_EBUSY).  Never moves another task.
+ *         UV_EINVAL   wheel is NULL. */
+UVTW_EXTERN int uvtw_reset(uvtw_wheel_t* wheel,
+                           uvtw_id_t id,
+                           uint64_t delay_ms);
+
 #ifdef __cplusplus
 }
 #endif

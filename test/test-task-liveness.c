@@ -41,7 +41,7 @@
  *                  uv_run(UV_RUN_DEFAULT) must not return before the task
  *                  ran. */
 
-#include "task-record.h"
+#include "internal.h"
 #include "task-harness.h"
 #include "test-cases.h"
 

@@ -56,6 +56,8 @@ need_packages() {
     dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
     command -v valgrind >/dev/null || missing+=(valgrind)
     command -v clang-format >/dev/null || missing+=(clang-format)
+    # The task protocol's model check (test/spin-check.sh).
+    command -v spin >/dev/null || missing+=(spin)
     # The package-deb test: cpack's DEB generator runs file and readelf,
     # the test checks dependencies with dpkg-shlibdeps.
     command -v file >/dev/null || missing+=(file)

@@ -4,9 +4,9 @@
  * One wheel attaches to an existing uv_loop_t and keeps one uv_timer_t (the
  * "driver") armed for the next moment the wheel has work.  Loop-thread timers
  * (uvtw_timer_*) mirror uv_timer_* at O(1) cost and with no allocation.
- * Other threads submit and cancel tasks (uvtw_submit, uvtw_cancel) through a
- * lock-free queue and a uv_async_t; tasks run on the loop thread or on
- * libuv's threadpool.
+ * Other threads submit, cancel and reset tasks (uvtw_submit, uvtw_cancel,
+ * uvtw_reset) through a lock-free queue and a uv_async_t; tasks run on the loop
+ * thread or on libuv's threadpool.
  *
  * Conventions (the same as libuv's):
  *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and
@@ -107,11 +107,8 @@ typedef struct uvtw_options_s {
  * loop iteration; except that a task cancelled before the loop took it in
  * (by any thread, also one submitted on the loop thread) counts in
  * tasks_accepted and tasks_cancelled as soon as the cancel returns.
- * tasks_live is exact for tasks whose uvtw_submit returned 0 before this
- * call: it counts each of them that has not ended, and none that ended
- * before the call began (a submit or cancel still in progress on another
- * thread, or a task that ends during the call, may or may not be
- * counted). */
+ * tasks_live is exact: the live tasks at one moment during the call (one
+ * load; a task counts from inside its uvtw_submit until it ends). */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;    /* loop-thread timers now active */
   uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */
@@ -196,11 +193,12 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * close, cb(wheel) runs (cb may be NULL) and the wheel's memory is freed;
  * the loop must run for that to happen, and keeps running until it has.
  * From the moment close starts, uvtw_timer_start and uvtw_submit return
- * UV_ECANCELED.  A uvtw_submit or uvtw_cancel that another thread has
- * under way while close runs is waited for: close does not finish while
- * such a call is inside the wheel, so it either returns UV_ECANCELED
- * (submit: nothing scheduled) or UV_ENOENT (cancel: nothing ended), or
- * ends before close does (a task it submitted gets its final call).  Shutdown
+ * UV_ECANCELED.  A uvtw_submit, uvtw_cancel or uvtw_reset that another
+ * thread has under way while close runs is waited for: close does not
+ * finish while such a call is inside the wheel, so it either returns
+ * UV_ECANCELED (submit: nothing scheduled) or UV_ENOENT (cancel, reset:
+ * nothing changed), or ends before close does (a task it submitted gets
+ * its final call).  Shutdown
  * rule: other threads must still stop calling into the wheel before cb runs: a
  * call that has not yet reached the wheel's shared state when close
  * finishes (for example one preempted on its first instructions) finds
@@ -244,7 +242,7 @@ UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
  * Liveness: a virtual wheel's timers never wake the loop and never keep
  * uv_run(UV_RUN_DEFAULT) running, since nothing but advance moves their
  * time.  Its tasks keep the loop alive until the loop has taken them in
- * and filed them (README.md, "Semantics"); a filed task then waits for
+ * and filed them (README.md, "Liveness of tasks"); a filed task then waits for
  * advance like a timer and no longer holds the loop.  A threadpool run,
  * once handed to the pool, holds it until its completion, as on an
  * ordinary wheel.
@@ -281,15 +279,8 @@ UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
  *     thread: from another thread a snapshot that may miss a start or stop
  *     made during the call, never a timer that does not exist (a task's
  *     own timer is never counted).
- *   - Tasks, with max_tasks set: the places taken under max_tasks (one
- *     load; never more than max_tasks).
- *   - Tasks, without: every task live throughout the call is counted, and
- *     the count is the exact number live at one moment during the call
- *     unless tasks ended during each of its 4 tries (reads of every
- *     thread's counters); then it is the smallest of the 4, which may also
- *     count the tasks that ended during that try.  So a reader that is
- *     descheduled in a try does not count the tasks that came and went
- *     meanwhile. */
+ *   - Tasks: the exact number live at one moment during the call (one
+ *     load of one word; with max_tasks set, never more than max_tasks). */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
 
@@ -378,12 +369,10 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * else.
  *
  * Any thread, also from inside any callback.  No mutex and no allocation
- * in steady state: the wheel's node pool grows, under a mutex, only when it
- * is empty, and keeps its size until the wheel is freed.  A thread's first
- * uvtw_submit or uvtw_cancel on a wheel allocates that thread's record of
- * the wheel, kept until the wheel is freed, so a thread may exit at any
- * time.  With max_tasks set, the bound is exact.  What a call costs and
- * how much memory records take: README.md, "What a task costs".
+ * in steady state: the wheel's node table grows, under a mutex, only when
+ * no node is free, and keeps its size until the wheel is freed.  Nothing
+ * is kept per thread.  With max_tasks set, the bound is exact.  What a
+ * call costs: README.md, "What a task costs".
  *
  * Memory order: everything the calling thread wrote before uvtw_submit
  * happens-before cb runs.  The task counts in uvtw_wheel_pending and under
@@ -395,12 +384,12 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
  * uv_queue_work request does; one submitted from another thread does so
  * from when the loop sees it; on a virtual wheel, only until the loop has
- * filed it (uvtw_wheel_advance).  The full rule: README.md, "Semantics".
+ * filed it (uvtw_wheel_advance).  The full rule: README.md, "Liveness of
+ * tasks".
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory (or 2^28 task nodes in use), also
- *                       for this thread's record of the wheel;
+ *         UV_ENOMEM     out of memory (or 2^28 task nodes in use);
  *         UV_ECANCELED  the wheel is closing.
  * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
@@ -419,8 +408,8 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     further run after this one).  No final call follows;
  *                     arg is the caller's again.  The task's place under
  *                     max_tasks is free at once, and its memory is reused
- *                     at once or when the loop next runs, not kept until
- *                     its deadline.
+ *                     when the loop next runs, not kept until its
+ *                     deadline.
  *         UV_EBUSY    a run is executing right now on another thread; no
  *                     further run will start after it, and the task ends
  *                     when that run returns (no final call).

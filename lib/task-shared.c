@@ -9,8 +9,9 @@
  *    (x G_CALL) | live tasks (x G_LIVE).  Every call enters by one
  *    read-modify-write of it and leaves by another, as libuv's
  *    uv_async_send marks itself busy and uv_close waits for it:
- *      submit:        CAS +G_CALL +G_LIVE, refused (UV_ECANCELED) if
- *                     G_CLOSING, (UV_ENOSPC) if max_tasks are live;
+ *      submit:        fetch_add +G_CALL +G_LIVE, undone and refused
+ *                     (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
+ *                     instead, refused (UV_ENOSPC) at max_tasks live;
  *      cancel, reset: fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
  *      leaving:       fetch_sub G_CALL (and G_LIVE if the call ended a
  *                     task), release.
@@ -328,15 +329,26 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
-  g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
-  do {
-    if (g & G_CLOSING)
+  if (tasks->max_tasks == 0) {
+    /* One fetch_add, which never retries (a CAS loop does, under
+     * contention), undone if close has begun. */
+    g = atomic_fetch_add_explicit(&tasks->gate, G_CALL + G_LIVE,
+                                  memory_order_acquire);
+    if (g & G_CLOSING) {
+      leave(tasks, G_CALL + G_LIVE);
       return UV_ECANCELED;
-    if (tasks->max_tasks != 0 && G_LIVES(g) >= tasks->max_tasks)
-      return UV_ENOSPC;
-  } while (!atomic_compare_exchange_weak_explicit(
-      &tasks->gate, &g, g + G_CALL + G_LIVE, memory_order_acquire,
-      memory_order_relaxed));
+    }
+  } else {
+    g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
+    do {
+      if (g & G_CLOSING)
+        return UV_ECANCELED;
+      if (G_LIVES(g) >= tasks->max_tasks)
+        return UV_ENOSPC;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &tasks->gate, &g, g + G_CALL + G_LIVE, memory_order_acquire,
+        memory_order_relaxed));
+  }
   while ((node = free_pop(tasks)) == NULL)
     if (grow(tasks) != 0) {
       leave(tasks, G_CALL + G_LIVE);

@@ -194,18 +194,18 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
   size_t n;
 
   tasks = &wheel->tasks;
-  for (n = 0; n < budget; n++) {
-    if (tasks->inbox == NULL) {
-      /* The whole stack, newest first, reversed into the inbox. */
-      node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
-      if (node == NULL)
-        break;
-      for (; node != NULL; node = next) {
-        next = atomic_load_explicit(&node->next, memory_order_relaxed);
-        atomic_store_explicit(&node->next, tasks->inbox, memory_order_relaxed);
-        tasks->inbox = node;
-      }
+  /* The whole stack, newest first, reversed into the inbox: once per call,
+   * so that pushes meanwhile find the stack busy and send no wake-up (the
+   * wheel's next drain takes them). */
+  if (tasks->inbox == NULL) {
+    node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
+    for (; node != NULL; node = next) {
+      next = atomic_load_explicit(&node->next, memory_order_relaxed);
+      atomic_store_explicit(&node->next, tasks->inbox, memory_order_relaxed);
+      tasks->inbox = node;
     }
+  }
+  for (n = 0; n < budget && tasks->inbox != NULL; n++) {
     node = tasks->inbox;
     tasks->inbox = atomic_load_explicit(&node->next, memory_order_relaxed);
     take(wheel, node);

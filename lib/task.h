@@ -100,14 +100,17 @@ struct uvtw__work_s {
 #define G_LIVES(g) ((g) >> 22)
 
 typedef struct uvtw__tasks_s {
-  /* Shared, together: every call writes these.  (Padding, not _Alignas:
-   * the wheel is malloc()ed.) */
+  /* Shared, each on a line of its own (padding, not _Alignas: the wheel
+   * is malloc()ed): the gate, which calls write, apart from the queue's
+   * head and the free stack, which the loop writes too. */
   char pad0_[64];
   _Atomic uint64_t gate;
-  uvtw__task_t* _Atomic head;  /* the queue, newest first */
-  _Atomic uint64_t free_top;   /* tag << 32 | index + 1 of the top node */
   _Atomic uint64_t taken_back; /* cancelled before the loop took them in */
   char pad1_[64];
+  uvtw__task_t* _Atomic head; /* the queue, newest first */
+  char pad2_[64];
+  _Atomic uint64_t free_top; /* tag << 32 | index + 1 of the top node */
+  char pad3_[64];
   /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;
   const char* loop_thread; /* the creating (loop) thread's token */
@@ -120,7 +123,7 @@ typedef struct uvtw__tasks_s {
   uv_mutex_t grow_lock;          /* growing the table only */
   unsigned nchunks;              /* under grow_lock */
 
-  char pad2_[64];
+  char pad4_[64];
   /* Loop thread only. */
   uvtw__task_t* inbox;  /* taken from the queue, oldest first */
   uint32_t freed_first; /* ended nodes for the free stack: index + 1 */

@@ -114,13 +114,13 @@ inline leave(sub_live) {
 }
 
 inline uvtw_submit(res, mygen, is_pool, is_rep) {
-  atomic {
-    if
-    :: g_closing -> res = ECANCELED
-    :: else -> g_calls++; g_live++; res = OK
-    fi
+  atomic { /* fetch_add: max_tasks 0 (with it, a CAS that refuses first) */
+    g_calls++;
+    g_live++;
+    res = (g_closing -> ECANCELED : OK)
   }
   if
+  :: res == ECANCELED -> leave(1) /* undone */
   :: res == OK ->
     atomic { /* free_pop */
       assert(!close_done);

@@ -108,7 +108,8 @@ typedef struct uvtw_options_s {
  * (by any thread, also one submitted on the loop thread) counts in
  * tasks_accepted and tasks_cancelled as soon as the cancel returns.
  * tasks_live is exact: the live tasks at one moment during the call (one
- * load; a task counts from inside its uvtw_submit until it ends). */
+ * load; a task counts from inside its uvtw_submit until it ends, and a
+ * submit that close refuses counts for an instant). */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;    /* loop-thread timers now active */
   uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */

@@ -22,9 +22,9 @@
  *    drains its task, whose final call follows) or is refused; a call
  *    that entered is waited for, and its leave (release) makes all it did
  *    visible to close's acquire.  No fence is needed.  The live count is
- *    exact at every moment: a task counts from its submit's CAS until the
- *    read-modify-write of whoever ends it (the loop, a pool thread, or a
- *    cancel's leave).
+ *    exact at every moment: a task counts from its submit's entry until
+ *    the read-modify-write of whoever ends it (the loop, a pool thread, or
+ *    a cancel's leave); a submit that close refuses counts for an instant.
  *
  * 2. A node is type-stable: chunks of the table are never moved or freed
  *    before the wheel is, so any thread may read a node found by an id's

@@ -58,6 +58,8 @@ need_packages() {
     command -v clang-format >/dev/null || missing+=(clang-format)
     # The bench-plot test draws the chart with gnuplot.
     command -v gnuplot >/dev/null || missing+=(gnuplot-nox)
+    # The task protocol's model check (test/spin-check.sh).
+    command -v spin >/dev/null || missing+=(spin)
     # The package-deb test: cpack's DEB generator runs file and readelf,
     # the test checks dependencies with dpkg-shlibdeps.
     command -v file >/dev/null || missing+=(file)

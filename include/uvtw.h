@@ -4,11 +4,11 @@
  * One wheel attaches to an existing uv_loop_t and keeps one uv_timer_t (the
  * "driver") armed for the next moment the wheel has work.  Loop-thread timers
  * (uvtw_timer_*) mirror uv_timer_* at O(1) cost and with no allocation.
- * Other threads submit and cancel tasks (uvtw_submit, uvtw_cancel) through a
- * lock-free queue and a uv_async_t; tasks run on the loop thread or on
- * libuv's threadpool.  A library built with the CMake option
- * UVTW_TASKS=OFF holds the timers only: there uvtw_submit and uvtw_cancel
- * return UV_ENOSYS and do nothing else.
+ * Other threads submit, cancel and reset tasks (uvtw_submit, uvtw_cancel,
+ * uvtw_reset) through a lock-free queue and a uv_async_t; tasks run on the
+ * loop thread or on libuv's threadpool.  A library built with the CMake
+ * option UVTW_TASKS=OFF holds the timers only: there the task calls return
+ * UV_ENOSYS and do nothing else.
  *
  * Conventions (the same as libuv's):
  *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and
@@ -96,7 +96,7 @@ typedef struct uvtw_options_s {
 
 /* Counters of one wheel (docs/wheel.md, "Counters").  The task counters
  * trail other threads' calls by up to one loop iteration; tasks_live is
- * exact for tasks whose uvtw_submit returned before the call. */
+ * exact: the tasks live at one moment during the call. */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;    /* loop-thread timers now active */
   uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */
@@ -216,8 +216,9 @@ UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 
 /* Active timers plus live tasks.  A task counts from the moment uvtw_submit
- * returns until it ends.  Any thread: from another thread, the timers are
- * a snapshot that may miss a start or stop made during the call. */
+ * returns until it ends.  Any thread: the tasks are exact, the timers
+ * from another thread a snapshot that may miss a start or stop made during
+ * the call. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
 
@@ -300,12 +301,10 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * else.
  *
  * Any thread, also from inside any callback.  No mutex and no allocation
- * in steady state: the wheel's node pool grows, under a mutex, only when it
- * is empty, and keeps its size until the wheel is freed.  A thread's first
- * uvtw_submit or uvtw_cancel on a wheel allocates that thread's record of
- * the wheel, kept until the wheel is freed, so a thread may exit at any
- * time.  With max_tasks set, the bound is exact.  What a call costs and
- * how much memory records take: README.md, "What a task costs".
+ * in steady state: the wheel's node table grows, under a mutex, only when
+ * no node is free, and keeps its size until the wheel is freed.  Nothing
+ * is kept per thread.  With max_tasks set, the bound is exact.  What a
+ * call costs: README.md, "What a task costs".
  *
  * Memory order: everything the calling thread wrote before uvtw_submit
  * happens-before cb runs.  The task counts in uvtw_wheel_pending and under
@@ -317,12 +316,12 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
  * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
  * uv_queue_work request does; one submitted from another thread does so
  * from when the loop sees it; on a virtual wheel, only until the loop has
- * filed it (uvtw_wheel_advance).  The full rule: README.md, "Semantics".
+ * filed it (uvtw_wheel_advance).  The full rule: README.md, "Liveness of
+ * tasks".
  *
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory (or 2^28 task nodes in use), also
- *                       for this thread's record of the wheel;
+ *         UV_ENOMEM     out of memory (or 2^28 task nodes in use);
  *         UV_ECANCELED  the wheel is closing.
  * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
@@ -341,8 +340,8 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     further run after this one).  No final call follows;
  *                     arg is the caller's again.  The task's place under
  *                     max_tasks is free at once, and its memory is reused
- *                     at once or when the loop next runs, not kept until
- *                     its deadline.
+ *                     when the loop next runs, not kept until its
+ *                     deadline.
  *         UV_EBUSY    a run is executing right now on another thread; no
  *                     further run will start after it, and the task ends
  *                     when that run returns (no final call).
@@ -358,6 +357,32 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  * access to it from the wheel follows.  After uvtw_wheel_close, a cancel
  * returns 0 (no final call follows) or UV_ENOENT (one does, or did). */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
+
+/* Moves a live task's next run to delay_ms from this call, counted as
+ * uvtw_submit counts (never early, rounded up to a tick; on a virtual
+ * wheel from its clock).  The task keeps its id, repeat, flags and place
+ * under max_tasks; a repeating task runs every repeat_ms after that run,
+ * as before.  Any thread, also from inside any callback; lock-free.
+ * Exact, like uvtw_cancel: of a reset, the task's expiry, its runs, a
+ * cancel and close, each race ends in one of these outcomes.
+ * Returns 0           the task will not run before the new deadline (a
+ *                     run the expiry had not begun yet, also one handed
+ *                     to the threadpool and not started, waits for it).
+ *                     If several resets of one task race, the deadline of
+ *                     the one that stores it last applies.  After
+ *                     uvtw_wheel_close began, the task still gets its
+ *                     final call instead of a run.
+ *         UV_EBUSY    a run is executing right now (also when called from
+ *                     the task's own callback): it goes on; a repeating
+ *                     task's next run is at the new deadline, and a
+ *                     one-shot ends with this run.
+ *         UV_ENOENT   as uvtw_cancel: id 0, an unknown or foreign id, or a
+ *                     task that ended (or whose last run began after a
+ *                     cancel returned UV_EBUSY).  Never moves another task.
+ *         UV_EINVAL   wheel is NULL. */
+UVTW_EXTERN int uvtw_reset(uvtw_wheel_t* wheel,
+                           uvtw_id_t id,
+                           uint64_t delay_ms);
 
 #ifdef __cplusplus
 }

@@ -1,74 +1,34 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks, the loop's side.
+/* Cross-thread tasks, the loop's side: plain single-threaded code, apart
+ * from its CASes on a node's state word (task-shared.c, "Ground rules").
  *
- * A task is a node from a per-wheel pool.  Its life:
+ * The loop takes the queue in (uvtw__tasks_drain): a new task is accepted,
+ * held (it keeps the loop alive) and filed in the wheel at its deadline; a
+ * node that comes again (a notice) is unfiled if cancelled, re-filed if a
+ * reset moved it, and freed once it ended.  The pass pops a due task's
+ * timer (uvtw__task_fire): it runs on the loop, or goes to uv_queue_work
+ * and comes back in after_work_cb.  A node is freed only by the loop, once
+ * it ended and nothing refers to it (release_if_idle).
  *
- *   producer: take a free node from the thread's own record (one per
- *             thread and wheel; a free batch from the pool refills it),
- *             fill it, and put its id in the record's queue, which only
- *             this thread fills and only the loop empties; wake the loop,
- *             unless a wake-up is pending that the loop has not begun to
- *             serve (task-submit.c, task-record.h).
- *   loop:     the async callback empties every record's queue, oldest
- *             first, in batches of UVTW__DRAIN_BATCH ids that give every
- *             record a share (drain), and files each task's timer in the
- *             wheel, for the deadline "uv_hrtime at submit + delay" (on a
- *             virtual wheel, "its clock at submit + delay").
- *   loop:     the driver pass pops the timer; the task runs on the loop, or
- *             goes to uv_queue_work, with a request (uvtw__work_t) that it
- *             holds only until after_work, and comes back in after_work.
- *
- * So a submit writes only its own record's lines and its node's first
- * line, and the loop reads queue slots (8 ids per cache line) instead of
- * chasing links through nodes.  A queue is a chain of one-page blocks
- * (uvtw__block_t) that the loop hands back to the producer once read (a
- * few wait for reuse; it frees the others), so it never fills up, one
- * producer's tasks reach the loop in order, and a queue that grew while
- * the loop lagged shrinks back once it caught up.  Only the owner writes
- * a block, and only the loop reads one.
- *
- * Liveness (README.md, "Liveness of tasks"): the loop holds itself alive
- * (the async handle referenced) for the tasks it has taken in and those
- * submitted on its own thread (`held`), and while a queue holds ids it has
- * not taken in (`backlog`, noted after every batch of loop work): see
- * hold_sync.
- *
- * Files: the node pool (task-pool.c), the state word (task-state.h), the
- * records and their queues (task-record.c), submit and cancel
- * (task-submit.c), close (task-close.c); this file takes tasks in, files
- * and runs them.
+ * Liveness: the loop references the async handle while it holds a task
+ * (accepted, not freed) or its queue holds entries (`backlog`, looked at
+ * after every batch of loop work); on a virtual wheel a filed task holds
+ * nothing (it waits for uvtw_wheel_advance).  README.md, "Liveness".
  */
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "driver.h"
-#include "task-record.h"
+#include "internal.h"
 
 
-/* Live tasks keep the loop alive the way uv_queue_work requests do: the
- * loop thread references the (otherwise unreferenced) async handle while
- * it holds a task, and drops the reference once it holds none.  It holds a
- * task from the moment it takes it in (or, submitted on the loop thread,
- * from the submit) until it frees its node.  It also holds itself while a
- * drain left ids in a queue (`backlog`): one batch may be all tombstones,
- * and the task behind them holds nothing until it is taken in.  Only the
- * loop thread may call uv_ref.  A task that ends on another thread (a
- * cancel, a pool run) always leads the loop back here: the cancel's notice
- * or the run's after_work_cb; a task a cancel takes back before the loop
- * saw it was never held. */
 int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel) {
-  int want;
+  const uvtw__tasks_t* tasks;
 
-  want = wheel->tasks.held != 0 || wheel->tasks.backlog;
-  /* On a virtual wheel a filed task waits for uvtw_wheel_advance, as its
-   * timers do, and holds nothing: only the tasks held and not filed (not
-   * taken in yet, or in the threadpool) hold the loop.  Every filed task
-   * is held, so held >= filed.  Asked only when something holds, so that
-   * an ordinary wheel with no task pays nothing after each pass. */
-  if (want && wheel->virtual_time)
-    want = wheel->tasks.held > uvtw__tasks_filed(wheel) || wheel->tasks.backlog;
-  return want;
+  tasks = &wheel->tasks;
+  if (wheel->virtual_time)
+    return tasks->held > uvtw__tasks_filed(wheel) || tasks->backlog;
+  return tasks->held != 0 || tasks->backlog;
 }
 
 
@@ -88,319 +48,170 @@ static void hold_sync(uvtw_wheel_t* wheel) {
 }
 
 
-/* After each batch of loop work (a drain, a driver pass, a threadpool
- * task's after_work): also notes a backlog, so that a task submitted
- * while the batch ran (say from a thread that a timer's callback joined)
- * holds the loop before it is taken in.  From libuv 1.48 on, the timers
- * phase is the last of an iteration, and uv_run returns right after it if
- * nothing is referenced: the async callback would come too late. */
+/* After each batch of loop work: a task pushed while it ran (say by a
+ * thread that a timer's callback joined) holds the loop before the async
+ * callback takes it in: from libuv 1.48 on the timers phase is the last of
+ * an iteration, and uv_run returns right after it if nothing holds it. */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
-  uvtw__pool_flush(&wheel->tasks.pool);
-  wheel->tasks.backlog = uvtw__records_busy(&wheel->tasks);
+  uvtw__tasks_t* tasks;
+
+  tasks = &wheel->tasks;
+  uvtw__free_flush(tasks);
+  tasks->backlog =
+      tasks->inbox != NULL ||
+      atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;
   hold_sync(wheel);
 }
 
 
-/* After a pass, the backlog by one shared read instead of a look at every
- * record's queue (one cache line per producer): wake_pending is set from
- * the moment a producer has published something until the async callback
- * that takes it in begins (wake_loop's pair, task-record.h: a producer
- * that finds it set published before a callback that has not yet begun,
- * or that callback's drain sees what it published), and a drain that left
- * ids keeps `backlog` set.  So what a producer that a callback joined has
- * published is seen here, as by uvtw__records_busy.  Only a drain clears
- * `backlog`.  A wheel that no async callback has served yet, with no
- * wake-up pending, has no task on the loop: the pass does not call this
- * (uvtw__tasks_may_be_busy). */
 void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
-  uvtw__pool_flush(&wheel->tasks.pool);
-  wheel->tasks.backlog |=
-      atomic_load_explicit(&wheel->tasks.wake_pending, memory_order_relaxed);
-  hold_sync(wheel);
+  uvtw__tasks_flush(wheel);
 }
 
 
-/* The task's timer became (delta 1) or stopped being (-1) active in the
- * core.  One writer (the loop thread): a relaxed load and store. */
 static void count_filed(uvtw_wheel_t* wheel, int delta) {
-  uvtw__own_add(&wheel->tasks.filed, (uint64_t) (int64_t) delta,
-                memory_order_relaxed);
+  atomic_store_explicit(
+      &wheel->tasks.filed,
+      atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed) +
+          (uint64_t) (int64_t) delta,
+      memory_order_relaxed);
 }
 
 
-/* Stops the task's timer in the core, if active there. */
-static void stop_timer(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
-  if (timer->link_.next == NULL)
-    return;
-  uvtw__core_stop_task(&wheel->core, timer);
-  count_filed(wheel, -1);
-}
-
-
-/* Takes the task's timer out of the wheel, if it is there. */
-void uvtw__tasks_unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   if (node->location != AT_WHEEL)
     return;
-  stop_timer(wheel, &node->timer);
+  if (node->timer.link_.next != NULL) {
+    uvtw__core_stop_task(&wheel->core, &node->timer);
+    count_filed(wheel, -1);
+  }
   node->location = AT_NONE;
 }
 
 
-/* Loop thread: the node has ended; the pool recycles it. */
-static void release_node(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  UVTW__ASSERT(node->location == AT_NONE && node->work == NULL);
-  if (node->held) {
-    node->held = 0;
-    tasks->held--;
-  }
-  node->taken_in = 0;
-  if (recycle(node))
-    uvtw__pool_release(&tasks->pool, node);
-}
-
-
-/* Frees an ended node once nothing on the loop or in a queue refers to it
- * any more. */
-void uvtw__tasks_release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uint64_t word;
-
-  if (node->location != AT_NONE)
-    return;
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (word & QUEUE_FLAGS)
-    return; /* the loop takes it from its queue later, and frees it then */
-  switch (STATE(word)) {
-  case T_CANCELLED:
-    if (!(word & COUNTED))
-      wheel->tasks.cancelled++;
-    release_node(&wheel->tasks, node);
-    break;
-  case T_DONE:
-    release_node(&wheel->tasks, node);
-    break;
-  default:
-    break;
-  }
-}
-
-
-/* Moves a waiting task to CLOSED and queues its final call.  Returns 0 if a
- * cancel won the race instead. */
-int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
-                                 uvtw__task_t* node,
-                                 unsigned from) {
-  uint64_t word;
-
-  UVTW__ASSERT(node->location == AT_NONE);
-  if (!move(node, S(from), T_CLOSED, 0, &word))
-    return 0;
-  node->location = AT_FINAL_LIST;
-  uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
-  return 1;
-}
-
-
-static int is_pool(uvtw__task_t* node) {
-  return (atomic_load_explicit(&node->state, memory_order_relaxed) & POOL) != 0;
-}
-
-
-/* Loop thread: a threadpool request for the node, recycled or new; NULL
- * when out of memory. */
-static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  uvtw__work_t* w;
-
-  w = tasks->free_works;
-  if (w != NULL)
-    tasks->free_works = w->next_free;
-  else if ((w = malloc(sizeof(*w))) == NULL)
-    return NULL;
-  w->node = node;
-  w->ran = 0;
-  w->stopped = 0;
-  w->uv_cancel_asked = 0;
-  node->work = w;
-  return w;
-}
-
-
-static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  uvtw__work_t* w;
-
-  w = node->work;
-  node->work = NULL;
-  w->next_free = tasks->free_works;
-  tasks->free_works = w;
-}
-
-
-static void file_task(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
   uvtw_timer_t* timer;
   uint64_t e;
 
+  unfile(wheel, node);
   timer = &node->timer;
   timer->link_.next = NULL;
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
-  timer->repeat_ = is_pool(node) ? 0 : node->repeat_ms;
+  timer->repeat_ =
+      atomic_load_explicit(&node->state, memory_order_relaxed) & W_POOL
+          ? 0
+          : node->repeat_ms;
   timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
   node->location = AT_WHEEL;
-  e = uvtw__core_start_task(&wheel->core, timer, node->deadline_ms);
+  e = uvtw__core_start_task(&wheel->core, timer, ms);
   count_filed(wheel, 1);
   uvtw__driver_earlier(wheel, e);
 }
 
 
-/* Takes in a node whose queue flag the loop just cleared (`word`: the state
- * after that): a new task is held and filed in the wheel; a cancelled one
- * (a notice, or a task cancelled before the loop got to it) is unfiled and
- * freed. */
-static void take_in(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t word) {
-  if (!node->taken_in) {
-    node->taken_in = 1;
-    if (!(word & COUNTED))
-      wheel->tasks.accepted++;
+/* Frees an ended node once nothing refers to it: not in the wheel, the
+ * pool or the final list, not in the queue, no reset writing it, and not
+ * the task whose callback runs now. */
+static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uint64_t w;
+
+  if (node->location != AT_NONE || node == uvtw__tls.current_task)
+    return;
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  if ((w & (W_INQ | W_WRITERS)) ||
+      (STATE(w) != T_CANCELLED && STATE(w) != T_DONE))
+    return;
+  if (node->held) {
+    node->held = 0;
+    wheel->tasks.held--;
+    if (STATE(w) == T_CANCELLED)
+      wheel->tasks.cancelled++; /* a cancel counted it otherwise */
   }
-  switch (STATE(word)) {
+  uvtw__node_free(&wheel->tasks, node);
+}
+
+
+/* Moves a waiting task to CLOSED and queues its final call; a task that a
+ * cancel ended first is freed instead. */
+static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uint64_t w;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  do
+    if (STATE(w) != T_PENDING && STATE(w) != T_QUEUED) {
+      release_if_idle(wheel, node);
+      return;
+    }
+  while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_CLOSED)));
+  node->location = AT_FINAL_LIST;
+  uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
+}
+
+
+/* One queue entry: a new task, or a node that a cancel, a reset or the
+ * last reset writer of an ended task pushed again. */
+static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
+  uint64_t w;
+  uint64_t n;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  do {
+    n = (w & ~W_INQ) | W_TAKEN;
+    if (node->location != AT_POOL)
+      n &= ~W_MOVED; /* applied below; after_work_cb applies it there */
+  } while (!uvtw__task_cas(node, &w, n));
+  if (!(w & W_TAKEN) && STATE(w) == T_PENDING) {
+    wheel->tasks.accepted++;
+    wheel->tasks.held++;
+    node->held = 1;
+  }
+  switch (STATE(w)) {
   case T_PENDING:
-    /* Only submit queues a pending node: this is a new task. */
-    if (!node->held) {
-      node->held = 1;
-      wheel->tasks.held++;
-    }
-    if (wheel->closing) {
-      uvtw__tasks_queue_final_call(wheel, node, T_PENDING);
+    if (node->location == AT_POOL)
       break;
-    }
-    file_task(wheel, node);
-    /* A cancel may win from here on; its notice comes through a queue. */
+    if (wheel->closing)
+      to_final(wheel, node);
+    else if (!(w & W_TAKEN) || (w & W_MOVED))
+      file_at(wheel, node,
+              atomic_load_explicit(&node->deadline, memory_order_relaxed));
     break;
   case T_CANCELLED:
-    uvtw__tasks_unfile(wheel, node);
-    uvtw__tasks_release_if_idle(wheel, node);
+  case T_DONE:
+    unfile(wheel, node);
+    release_if_idle(wheel, node);
     break;
-  default:
-    UVTW__UNREACHABLE();
+  default: /* running, or owed its final call: dealt with there */
+    break;
   }
 }
 
 
-/* Takes in the id read from a ring slot, unless a cancel took the task back
- * (the flag is gone, or the node already carries a newer generation). */
-static void take_slot(uvtw_wheel_t* wheel, uvtw_id_t id) {
-  uvtw__task_t* node;
-  uint64_t word;
-  uint64_t flag;
-
-  node =
-      uvtw__pool_node_at(&wheel->tasks.pool, (uint32_t) (id >> UVTW__GEN_BITS));
-  if (node == NULL)
-    UVTW__UNREACHABLE(); /* a submitted node's chunk is published */
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    if (GEN(word) != (id & UVTW__GEN_MASK))
-      return;
-    flag = word & NOTICE ? NOTICE : word & IN_QUEUE ? IN_QUEUE : 0;
-    if (flag == 0)
-      return;
-    if (cas_word(node, &word, word & ~flag))
-      break;
-  }
-  take_in(wheel, node, word & ~flag);
-}
-
-
-/* Takes in a stack of nodes (newest first) in push order. */
-static size_t take_stack(uvtw_wheel_t* wheel, uvtw__task_t* top) {
-  uvtw__task_t* fifo;
-  uvtw__task_t* next;
-  uint64_t word;
-  size_t n;
-
-  for (fifo = NULL; top != NULL; top = next) {
-    next = atomic_load_explicit(&top->q.queue_next, memory_order_relaxed);
-    atomic_store_explicit(&top->q.queue_next, fifo, memory_order_relaxed);
-    fifo = top;
-  }
-  for (n = 0; fifo != NULL; fifo = next, n++) {
-    next = atomic_load_explicit(&fifo->q.queue_next, memory_order_relaxed);
-    word = atomic_load_explicit(&fifo->state, memory_order_acquire);
-    while (!cas_word(fifo, &word, word & ~IN_STACK))
-      ;
-    take_in(wheel, fifo, word & ~IN_STACK);
-  }
-  return n;
-}
-
-
-/* Takes in up to `budget` of one record's submissions and notices, oldest
- * first.  Returns how many ids it read. */
-static size_t drain_record(uvtw_wheel_t* wheel,
-                           uvtw__record_t* rec,
-                           size_t budget) {
-  uvtw__block_t* b;
-  uvtw__block_t* next;
-  uvtw_id_t id;
-  unsigned i;
-  size_t n;
-
-  b = rec->rblock;
-  i = rec->ridx;
-  for (n = 0; n < budget;) {
-    if (i == UVTW__BLOCK_IDS) {
-      next = atomic_load_explicit(&b->next, memory_order_acquire);
-      if (next == NULL)
-        break;
-      uvtw__record_block_return(rec, b);
-      b = next;
-      i = 0;
-      continue;
-    }
-    id = atomic_load_explicit(&b->slot[i], memory_order_acquire);
-    if (id == 0)
-      break; /* not written yet */
-    i++;
-    n++;
-    if (id != TOMBSTONE)
-      take_slot(wheel, id);
-  }
-  rec->rblock = b;
-  rec->ridx = i;
-  return n;
-}
-
-
-/* Processes about `budget` ids and nodes, each producer's oldest first.
- * Fair across records: a first pass gives every record its share of the
- * budget (at least one id), a second pass hands what the quiet ones left
- * to the busy ones.  So each record's oldest id is taken in by every
- * batch, however busy the others are (a newer record, first in the list,
- * could otherwise take the whole budget batch after batch).  Returns
- * non-zero if work remains. */
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
-  uvtw__record_t* first;
-  uvtw__record_t* rec;
   uvtw__tasks_t* tasks;
-  size_t records;
-  size_t share;
-  size_t count;
+  uvtw__task_t* node;
+  uvtw__task_t* next;
+  size_t n;
 
   tasks = &wheel->tasks;
-  first = atomic_load_explicit(&tasks->records, memory_order_acquire);
-  count = take_stack(wheel, atomic_exchange_explicit(&tasks->notices, NULL,
-                                                     memory_order_acquire));
-  records = 0;
-  for (rec = first; rec != NULL; rec = rec->next)
-    records++;
-  share = records == 0 || budget / records == 0 ? 1 : budget / records;
-  for (rec = first; rec != NULL; rec = rec->next)
-    count += drain_record(wheel, rec, share);
-  for (rec = first; rec != NULL && count < budget; rec = rec->next)
-    count += drain_record(wheel, rec, budget - count);
-  if (count > tasks->high_water)
-    tasks->high_water = count;
-  /* A backlog holds the loop until it is taken in (flush): the batch may
-   * have been all tombstones, and a task behind them holds nothing yet. */
+  /* The whole stack, newest first, reversed into the inbox: once per call,
+   * so that pushes meanwhile find the stack busy and send no wake-up (the
+   * wheel's next drain takes them). */
+  if (tasks->inbox == NULL) {
+    node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
+    for (; node != NULL; node = next) {
+      next = atomic_load_explicit(&node->next, memory_order_relaxed);
+      atomic_store_explicit(&node->next, tasks->inbox, memory_order_relaxed);
+      tasks->inbox = node;
+    }
+  }
+  for (n = 0; n < budget && tasks->inbox != NULL; n++) {
+    node = tasks->inbox;
+    tasks->inbox = atomic_load_explicit(&node->next, memory_order_relaxed);
+    take(wheel, node);
+  }
+  if (n > tasks->high_water)
+    tasks->high_water = n;
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
   return tasks->backlog;
@@ -410,8 +221,6 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
 void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
   wheel->tasks.woken = 1;
   wheel->tasks.async_wakeups++;
-  atomic_store_explicit(&wheel->tasks.wake_pending, 0, memory_order_relaxed);
-  uvtw__fence();
 }
 
 
@@ -419,10 +228,8 @@ static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
 
-/* The pass counted the task it just popped as run, by its lateness
- * (wheel.c, virtual.c): as it runs now, or is handed to the pool now
- * (tasks_dispatched).  Takes it off again when neither happens after all,
- * which is rare, so that the pass counts without a branch. */
+/* The pass counted the task it popped as run, by its lateness; takes that
+ * off again when it neither runs nor goes to the pool (rare). */
 static void uncount_lateness(uvtw_wheel_t* wheel) {
   size_t slot;
 
@@ -434,185 +241,199 @@ static void uncount_lateness(uvtw_wheel_t* wheel) {
 }
 
 
-/* The timer callback of every task: runs it, or sends it to the pool. */
+static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uvtw__work_t* w;
+
+  w = tasks->free_works;
+  if (w != NULL)
+    tasks->free_works = w->next_free;
+  else if ((w = malloc(sizeof(*w))) == NULL)
+    return NULL;
+  memset(w, 0, sizeof(*w));
+  w->node = node;
+  node->work = w;
+  return w;
+}
+
+
+static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  node->work->next_free = tasks->free_works;
+  tasks->free_works = node->work;
+  node->work = NULL;
+}
+
+
+/* After a run on the loop, or on the pool: the task waits again, ends, or
+ * is owed its final call.  Returns the word it moved from. */
+static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
+  uint64_t w;
+  uint64_t n;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (STATE(w) == T_RUNNING)
+      n = WITH_STATE(w, node->repeat_ms == 0 ? T_DONE
+                        : closing            ? T_CLOSED
+                                             : T_PENDING);
+    else if (STATE(w) == T_STOPPING)
+      n = WITH_STATE(w, T_DONE);
+    else
+      return w; /* cancelled from its own callback */
+    if (uvtw__task_cas(node, &w, n))
+      break;
+  }
+  if (STATE(n) == T_DONE)
+    uvtw__live_end(t);
+  return w;
+}
+
+
 void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
   uvtw__task_t* outer;
-  uvtw__work_t* w;
-  uint64_t word;
-  unsigned next;
+  uvtw__work_t* work;
+  uint64_t w;
   int pool;
 
-  node = task_of(timer);
+  node = uvtw__container_of(timer, uvtw__task_t, timer);
   wheel = timer->wheel_;
   if (timer->link_.next == NULL)
     count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
-  UVTW__ASSERT(node->location == AT_WHEEL);
-  pool = is_pool(node);
-  w = NULL;
-  if (pool &&
-      STATE(atomic_load_explicit(&node->state, memory_order_relaxed)) ==
-          T_PENDING &&
-      (w = work_get(&wheel->tasks, node)) == NULL) {
-    /* Out of memory for the request: the task stays PENDING and tries
-     * again a millisecond later (never early, never lost). */
-    node->location = AT_NONE;
-    node->deadline_ms = uvtw__wheel_now(wheel) + 1;
-    file_task(wheel, node);
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  pool = (w & W_POOL) != 0;
+  work = NULL;
+  if (pool && (work = work_get(&wheel->tasks, node)) == NULL) {
+    /* Out of memory for the request: it tries again a millisecond later
+     * (never early, never lost). */
+    file_at(wheel, node, uvtw__wheel_now(wheel) + 1);
     uncount_lateness(wheel);
     return;
   }
-  if (!move(node, S(T_PENDING), pool ? T_QUEUED : T_RUNNING, 0, &word)) {
-    /* Cancelled: stop a repeat the wheel re-filed; the notice frees. */
-    UVTW__ASSERT(STATE(word) == T_CANCELLED);
-    if (w != NULL)
-      work_put(&wheel->tasks, node);
-    stop_timer(wheel, timer);
-    uncount_lateness(wheel);
-    return;
+  for (;;) {
+    if (STATE(w) != T_PENDING) { /* cancelled: its notice comes */
+      if (work != NULL)
+        work_put(&wheel->tasks, node);
+      unfile(wheel, node);
+      release_if_idle(wheel, node);
+      uncount_lateness(wheel);
+      return;
+    }
+    if (w & W_MOVED) { /* a reset came first: not before its deadline */
+      if (!uvtw__task_cas(node, &w, w & ~W_MOVED))
+        continue;
+      if (work != NULL)
+        work_put(&wheel->tasks, node);
+      file_at(wheel, node,
+              atomic_load_explicit(&node->deadline, memory_order_relaxed));
+      uncount_lateness(wheel);
+      return;
+    }
+    if (uvtw__task_cas(node, &w, WITH_STATE(w, pool ? T_QUEUED : T_RUNNING)))
+      break;
   }
 
   wheel->tasks_dispatched++; /* it runs now, or goes to the pool now */
   if (pool) {
+    unfile(wheel, node);
     node->location = AT_POOL;
-    w->dispatch_ms = uvtw__wheel_now(wheel);
+    work->dispatch_ms = uvtw__wheel_now(wheel);
     uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
-    uv_queue_work(wheel->loop, &w->req, work_cb, after_work_cb);
+    uv_queue_work(wheel->loop, &work->req, work_cb, after_work_cb);
     return;
   }
-
   outer = uvtw__tls.current_task;
   uvtw__tls.current_task = node;
   node->cb(node->arg, 0);
   uvtw__tls.current_task = outer;
   wheel->tasks.run++;
 
-  /* A one-shot's run is its end.  A repeating task was re-filed by the
-   * wheel before the run, from the dispatch time, and just waits again;
-   * unless its own callback closed the wheel: its final call follows. */
-  next = node->repeat_ms == 0 ? T_DONE : wheel->closing ? T_CLOSED : T_PENDING;
-  if (move(node, S(T_RUNNING), next, 0, &word)) {
-    if (next == T_PENDING)
-      return;
-    uvtw__tasks_unfile(wheel, node);
-    if (next == T_CLOSED) {
-      node->location = AT_FINAL_LIST;
-      uvtw__list_append(&wheel->tasks.final, &timer->link_);
-      return;
-    }
-    uvtw__tasks_end_live(&wheel->tasks);
-    uvtw__tasks_release_if_idle(wheel, node);
+  /* A repeating task was re-filed by the pass before its run, from the
+   * dispatch time, and waits again, at a reset's deadline if one came
+   * during the run; unless its callback closed the wheel. */
+  w = after_run(node, wheel->closing != UVTW__OPEN, &wheel->tasks);
+  switch (STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
+  case T_PENDING:
+    w = atomic_load_explicit(&node->state, memory_order_acquire);
+    while ((w & W_MOVED) && !uvtw__task_cas(node, &w, w & ~W_MOVED))
+      ;
+    if (w & W_MOVED)
+      file_at(wheel, node,
+              atomic_load_explicit(&node->deadline, memory_order_relaxed));
     return;
+  case T_CLOSED:
+    unfile(wheel, node);
+    node->location = AT_FINAL_LIST;
+    uvtw__list_append(&wheel->tasks.final, &timer->link_);
+    return;
+  default:
+    if (STATE(w) == T_STOPPING)
+      wheel->tasks.cancelled++; /* a cancel returned UV_EBUSY */
+    unfile(wheel, node);
+    release_if_idle(wheel, node);
   }
-  if (move(node, S(T_STOPPING), T_DONE, 0, &word)) {
-    /* A cancel returned EBUSY during the run: this run was the last. */
-    wheel->tasks.cancelled++;
-    uvtw__tasks_end_live(&wheel->tasks);
-  } else if (STATE(word) != T_CANCELLED) { /* by its own callback */
-    UVTW__UNREACHABLE();
-  }
-  uvtw__tasks_unfile(wheel, node);
-  uvtw__tasks_release_if_idle(wheel, node);
 }
 
 
 static void work_cb(uv_work_t* req) {
   uvtw__task_t* node;
   uvtw__task_t* outer;
-  uvtw__work_t* w;
-  uint64_t word;
-  unsigned next;
+  uvtw__work_t* work;
+  uint64_t w;
 
-  w = uvtw__container_of(req, uvtw__work_t, req);
-  node = w->node;
-  if (!move(node, S(T_QUEUED), T_RUNNING, 0, &word))
-    return; /* cancelled or closed before it started */
-
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  do
+    if (STATE(w) != T_QUEUED)
+      return; /* cancelled, reset or closed before it started */
+  while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_RUNNING)));
   outer = uvtw__tls.current_task;
   uvtw__tls.current_task = node;
   node->cb(node->arg, 0);
   uvtw__tls.current_task = outer;
-  w->ran = 1; /* after_work_cb reads it after this thread is done */
-
-  /* A repeating task waits (PENDING) for after_work to re-file it; a
-   * cancel from now on wins at once.  CANCELLED stays; STOPPING ends below. */
-  next = node->repeat_ms != 0 ? T_PENDING : T_DONE;
-  /* A one-shot ends by its run: its place is free now, not when the loop
-   * gets to after_work_cb.  Close waits for after_work_cb, so the wheel is
-   * alive. */
-  if (move(node, S(T_RUNNING), next, 0, &word)) {
-    if (next == T_DONE)
-      count_end(&node->timer.wheel_->tasks, NULL);
-  } else if (STATE(word) == T_STOPPING) {
-    /* A cancel returned UV_EBUSY during this run: the task ends now, when
-     * the run returns, as uvtw_cancel promises.  No other thread moves a
-     * STOPPING task; after_work_cb counts it as cancelled. */
-    if (!move(node, S(T_STOPPING), T_DONE, 0, &word))
-      UVTW__UNREACHABLE();
-    w->stopped = 1;
-    count_end(&node->timer.wheel_->tasks, NULL);
-  }
+  work->ran = 1;
+  /* A one-shot ends by its run (its place is free now, not at
+   * after_work_cb); a repeating one waits for after_work_cb to re-file
+   * it.  Close waits for after_work_cb, so the wheel is alive. */
+  w = after_run(node, 0, &node->timer.wheel_->tasks);
+  work->stopped = STATE(w) == T_STOPPING;
 }
 
 
 static void after_work_cb(uv_work_t* req, int status) {
   uvtw__task_t* node;
   uvtw_wheel_t* wheel;
-  uvtw__work_t* w;
-  uint64_t word;
+  uvtw__work_t* work;
   uint64_t deadline;
-  uint64_t dispatch_ms;
-  int stopped;
-  int ran;
+  uint64_t w;
 
-  w = uvtw__container_of(req, uvtw__work_t, req);
-  node = w->node;
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
   wheel = node->timer.wheel_;
-  UVTW__ASSERT(node->location == AT_POOL && node->work == w);
   uvtw__list_remove(&node->timer.link_);
   node->location = AT_NONE;
-  ran = w->ran;
-  stopped = w->stopped;
-  dispatch_ms = w->dispatch_ms;
-  work_put(&wheel->tasks, node);
-
-  word = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (status == UV_ECANCELED) {
-    /* uv_cancel at close: the work never started. */
-    if (!uvtw__tasks_queue_final_call(wheel, node, T_QUEUED))
-      uvtw__tasks_release_if_idle(wheel, node);
-    uvtw__tasks_flush(wheel);
-    wheel->tasks.pool_returned(wheel);
-    return;
-  }
-  if (ran)
+  if (work->ran)
     wheel->tasks.run++;
-  switch (STATE(word)) {
-  case T_DONE: /* work_cb ended it and freed its place */
-    if (stopped)
-      wheel->tasks.cancelled++;
-    uvtw__tasks_release_if_idle(wheel, node);
-    break;
-  case T_PENDING:
-    if (wheel->closing) {
-      uvtw__tasks_queue_final_call(wheel, node, T_PENDING);
-      break;
-    }
-    /* Due at dispatch + repeat; if that passed while it ran, it goes
-     * again in the next pass, never overlapping itself. */
-    deadline = dispatch_ms + node->repeat_ms;
-    node->deadline_ms = deadline < dispatch_ms ? UINT64_MAX : deadline;
-    file_task(wheel, node);
+  if (work->stopped)
+    wheel->tasks.cancelled++;
+  deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
+  work_put(&wheel->tasks, node);
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  if (STATE(w) == T_PENDING && status != UV_ECANCELED && !wheel->closing) {
+    /* Due at dispatch + repeat (if that passed while it ran, it goes in
+     * the next pass, never overlapping itself), or at a reset's deadline. */
+    while ((w & W_MOVED) && !uvtw__task_cas(node, &w, w & ~W_MOVED))
+      ;
+    if (w & W_MOVED)
+      deadline = atomic_load_explicit(&node->deadline, memory_order_relaxed);
+    file_at(wheel, node, deadline);
     uvtw__driver_sync_ref(wheel);
-    break;
-  case T_CANCELLED:
-    uvtw__tasks_release_if_idle(wheel, node);
-    break;
-  default: /* QUEUED, RUNNING and STOPPING end in work_cb; CLOSED and
-            * FREE never come here */
-    UVTW__UNREACHABLE();
+  } else if (wheel->closing) {
+    to_final(wheel, node); /* or frees it if it ended */
+  } else {
+    release_if_idle(wheel, node);
   }
   uvtw__tasks_flush(wheel);
   if (wheel->closing)
@@ -629,31 +450,22 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;
   tasks->pool_returned = pool_returned;
-  uvtw__records_init(tasks);
-  atomic_init(&tasks->close_word, 0);
-  atomic_init(&tasks->wake_pending, 0);
-  atomic_init(&tasks->records, NULL);
-  atomic_init(&tasks->reserved, 0);
-  atomic_init(&tasks->ended_shared, 0);
-  atomic_init(&tasks->taken_back_shared, 0);
-  atomic_init(&tasks->loop_ended, 0);
-  atomic_init(&tasks->notices, NULL);
+  tasks->async = &wheel->async;
+  atomic_init(&tasks->filed, 0);
   uvtw__list_init(&tasks->in_pool);
   uvtw__list_init(&tasks->final);
-  return uvtw__pool_init(&tasks->pool);
+  return uvtw__tasks_shared_init(tasks);
 }
 
 
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
   uvtw__work_t* w;
 
-  /* Every request is idle: close waited for the threadpool. */
   while ((w = wheel->tasks.free_works) != NULL) {
     wheel->tasks.free_works = w->next_free;
     free(w);
   }
-  uvtw__records_free(&wheel->tasks);
-  uvtw__pool_destroy(&wheel->tasks.pool);
+  uvtw__tasks_shared_destroy(&wheel->tasks);
 }
 
 
@@ -663,14 +475,9 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 
 
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
-  const uvtw__tasks_t* tasks;
-
-  tasks = &wheel->tasks;
-  /* Under max_tasks the places taken are the live tasks (a submit takes
-   * its place before it publishes, every end gives it back): one load. */
-  if (tasks->max_tasks != 0)
-    return atomic_load_explicit(&tasks->reserved, memory_order_relaxed);
-  return uvtw__records_live(tasks, between);
+  (void) between;
+  return G_LIVES(
+      atomic_load_explicit(&wheel->tasks.gate, memory_order_relaxed));
 }
 
 
@@ -679,14 +486,98 @@ void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   uint64_t taken_back;
 
   tasks = &wheel->tasks;
-  taken_back = uvtw__records_taken_back(tasks);
+  /* A task cancelled before the loop took it in: its canceller counted. */
+  taken_back = atomic_load_explicit(&tasks->taken_back, memory_order_relaxed);
   out->tasks_live = uvtw__tasks_live(wheel, NULL);
   out->async_wakeups = tasks->async_wakeups;
-  /* A task cancelled before the loop took it in never reached the loop:
-   * its canceller counted it. */
   out->tasks_accepted = tasks->accepted + taken_back;
   out->tasks_run = tasks->run;
   out->tasks_cancelled = tasks->cancelled + taken_back;
   out->tasks_closed = tasks->closed;
   out->queue_high_water = tasks->high_water;
+}
+
+
+static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
+  uvtw_wheel_t* wheel;
+  uvtw__task_t* node;
+
+  if (!uvtw__task_owns(timer))
+    return;
+  wheel = arg;
+  node = uvtw__container_of(timer, uvtw__task_t, timer);
+  unfile(wheel, node);
+  /* Close from this task's own callback: its run's end deals with it. */
+  if (node != uvtw__tls.current_task)
+    to_final(wheel, node);
+}
+
+
+void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
+  atomic_fetch_or_explicit(&wheel->tasks.gate, G_CLOSING, memory_order_acq_rel);
+  uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
+  uvtw__tasks_flush(wheel);
+  /* The rest runs from the async callback, outside the caller's stack;
+   * the async handle holds the loop until close is done. */
+  uv_ref((uv_handle_t*) &wheel->async);
+  uv_async_send(&wheel->async);
+}
+
+
+static void run_finals(uvtw_wheel_t* wheel) {
+  uvtw__task_t* node;
+  uint64_t w;
+
+  while (!uvtw__list_empty(&wheel->tasks.final)) {
+    node =
+        uvtw__container_of(wheel->tasks.final.next, uvtw__task_t, timer.link_);
+    uvtw__list_remove(&node->timer.link_);
+    node->location = AT_NONE;
+    node->cb(node->arg, UV_ECANCELED);
+    wheel->tasks.closed++;
+    uvtw__live_end(&wheel->tasks);
+    /* Only resets move a CLOSED task's word (their writer count). */
+    w = atomic_load_explicit(&node->state, memory_order_acquire);
+    while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_DONE)))
+      ;
+    release_if_idle(wheel, node);
+  }
+  uvtw__tasks_flush(wheel);
+}
+
+
+int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
+  uvtw__tasks_t* tasks;
+  struct uvtw__link* link;
+  uvtw__task_t* node;
+  uint64_t g;
+
+  tasks = &wheel->tasks;
+  do {
+    while (uvtw__tasks_drain(wheel, SIZE_MAX))
+      ;
+    run_finals(wheel); /* user code: may submit (refused) or cancel */
+  } while (atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL);
+  /* Queued pool work is cancelled; running work is waited for. */
+  for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
+    node = uvtw__container_of(link, uvtw__task_t, timer.link_);
+    if (!node->work->uv_cancel_asked) {
+      node->work->uv_cancel_asked = 1;
+      uv_cancel((uv_req_t*) &node->work->req);
+    }
+  }
+  if (!uvtw__list_empty(&tasks->in_pool))
+    return 0; /* after_work_cb calls again */
+  /* Done once no task is live and no call is inside, in one CAS: a call
+   * that enters later finds G_CLOSED.  Until then (a submit on its way to
+   * the queue, a cancel about to leave), look again next iteration. */
+  g = atomic_load_explicit(&tasks->gate, memory_order_acquire);
+  if (G_CALLS(g) != 0 || G_LIVES(g) != 0 ||
+      !atomic_compare_exchange_strong_explicit(&tasks->gate, &g, g | G_CLOSED,
+                                               memory_order_acquire,
+                                               memory_order_relaxed)) {
+    uv_async_send(&wheel->async);
+    return 0;
+  }
+  return 1;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks: the producer queues and the state machine that
- * makes cancel exact: the loop's side (task.c) and what the other task
- * files share. */
+/* Cross-thread tasks: the node, its state word and the wheel's task state.
+ * What other threads touch, and the rules for it, is task-shared.c; the
+ * loop's side (take-in, filing, runs, the threadpool, final calls, close,
+ * counts) is task.c, plain single-threaded code. */
 
 #ifndef UVTW_TASK_H
 #define UVTW_TASK_H
@@ -10,182 +11,234 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "atomics.h"
 #include "list.h"
-#include "task-pool.h"
 #include "uvtw-assert.h"
 #include "uvtw.h"
 
-typedef struct uvtw__record_s uvtw__record_t;
+typedef struct uvtw__task_s uvtw__task_t;
+typedef struct uvtw__work_s uvtw__work_t;
 
-/* Ids and nodes one async callback takes in before yielding to the rest of
- * the loop; the remainder waits for the next iteration.  (The tests make
- * backlogs of more than this.) */
+/* Queue entries one async callback takes in before yielding to the rest of
+ * the loop; the remainder waits for the next iteration. */
 #define UVTW__DRAIN_BATCH 4096
 
-/* The close word's flags. */
-#define CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
-#define CLOSED ((uint64_t) 2)  /* close is done with the tasks */
+/* An id is index << UVTW__GEN_BITS | generation.  Generation 0 is never
+ * issued, so id 0 and a never-used node name nothing. */
+#define UVTW__INDEX_BITS 28
+#define UVTW__GEN_BITS (64 - UVTW__INDEX_BITS)
+#define UVTW__GEN_MASK (((uint64_t) 1 << UVTW__GEN_BITS) - 1)
 
-/* The threadpool request of a pool task, only while it is queued or runs:
- * loop tasks never carry one.  Recycled by the loop thread. */
+/* Chunk c of the node table holds UVTW__CHUNK0 << c nodes: 20 chunks
+ * address just under 2^28 nodes, and no chunk moves before the wheel is
+ * freed (type-stable nodes, found by index without a lock). */
+#define UVTW__CHUNK0 256u
+#define UVTW__CHUNKS 20
+
+/* The state word of a node: generation << 24 | writers << 8 | flags |
+ * state.  task-shared.c, "Ground rules", says who may make which move. */
+enum {
+  T_FREE,      /* on the free stack, or never used */
+  T_PENDING,   /* waiting: in the queue, in the wheel, or between runs */
+  T_QUEUED,    /* handed to uv_queue_work, not started */
+  T_RUNNING,   /* its callback is executing */
+  T_STOPPING,  /* running, and a cancel returned UV_EBUSY: its last run */
+  T_CANCELLED, /* ended by a cancel that returned 0 */
+  T_DONE,      /* ended by its (last) run, or after its final call */
+  T_CLOSED     /* owed its final UV_ECANCELED call */
+};
+#define W_STATE ((uint64_t) 0xf)
+#define W_POOL ((uint64_t) 0x10)     /* UVTW_THREADPOOL */
+#define W_INQ ((uint64_t) 0x20)      /* in the queue, or about to be pushed */
+#define W_TAKEN ((uint64_t) 0x40)    /* the loop has taken it in */
+#define W_MOVED ((uint64_t) 0x80)    /* a reset's deadline is not applied yet */
+#define W_WRITER ((uint64_t) 1 << 8) /* one uvtw_reset writing `deadline` */
+#define W_WRITERS ((uint64_t) 0xffff << 8)
+#define W_GEN_SHIFT 24
+#define STATE(w) ((unsigned) ((w) &W_STATE))
+#define GEN(w) ((w) >> W_GEN_SHIFT)
+#define WITH_STATE(w, st) (((w) & ~W_STATE) | (st))
+
+/* Where a taken-in node is, for the loop. */
+enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
+
+struct uvtw__task_s {
+  /* Shared (task-shared.c). */
+  _Alignas(64) _Atomic uint64_t state;
+  uvtw__task_t* _Atomic next; /* queue link, while W_INQ */
+  _Atomic uint64_t deadline;  /* ms: written by submit and by resets */
+  _Atomic uint32_t free_next; /* free stack link: index + 1, 0 at end */
+  uint32_t index;             /* written once, before the chunk is shared */
+  uvtw_task_cb cb;            /* cb, arg, repeat_ms: written by submit */
+  void* arg;                  /* before the node is published */
+  uint64_t repeat_ms;
+  /* The loop's (and the next generation's reservation, written by the one
+   * thread that frees or makes the node). */
+  uvtw_timer_t timer;
+  uint64_t gen_end;   /* end of the generations reserved for its index */
+  uvtw__work_t* work; /* while on the threadpool */
+  uint8_t location;   /* AT_* */
+  uint8_t held;       /* accepted by the loop; counted in `held` */
+};
+
+/* The threadpool request of a task, only while it is queued or runs. */
 struct uvtw__work_s {
   uv_work_t req;
   uvtw__task_t* node;
   uvtw__work_t* next_free;
-  uint64_t dispatch_ms;    /* loop time of the run now in flight */
-  uint8_t ran;             /* the pool thread ran cb; read in after_work */
-  uint8_t stopped;         /* ended by work_cb after a cancel's UV_EBUSY */
-  uint8_t uv_cancel_asked; /* at close */
+  uint64_t dispatch_ms; /* loop time of the run now in flight */
+  uint8_t ran;          /* work_cb ran cb; read in after_work_cb */
+  uint8_t stopped;      /* ended by work_cb after a cancel's UV_EBUSY */
+  uint8_t uv_cancel_asked;
 };
 
+/* The gate word: close's flags, the calls inside, the live tasks. */
+#define G_CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
+#define G_CLOSED ((uint64_t) 2)  /* close is done with the tasks */
+#define G_CALL ((uint64_t) 1 << 2)
+#define G_CALLS(g) (((g) >> 2) & 0xfffff)
+#define G_LIVE ((uint64_t) 1 << 22)
+#define G_LIVES(g) ((g) >> 22)
 
 typedef struct uvtw__tasks_s {
-  /* Read by every call; written only at creation, close, and when a
-   * thread makes its record. */
+  /* Shared, each on a line of its own (padding, not _Alignas: the wheel
+   * is malloc()ed): the gate, which calls write, apart from the queue's
+   * head and the free stack, which the loop writes too. */
+  char pad0_[64];
+  _Atomic uint64_t gate;
+  _Atomic uint64_t taken_back; /* cancelled before the loop took them in */
+  char pad1_[64];
+  uvtw__task_t* _Atomic head; /* the queue, newest first */
+  char pad2_[64];
+  _Atomic uint64_t free_top; /* tag << 32 | index + 1 of the top node */
+  char pad3_[64];
+  /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;
-  /* CLOSING | CLOSED. */
-  _Atomic uint64_t close_word;
-  /* Process-wide serial of this wheel: with the wheel's address, the key
-   * of a thread's cached record (a new wheel at a freed wheel's address
-   * has a new serial). */
-  uint64_t serial;
-  /* Records, newest first. */
-  uvtw__record_t* _Atomic records;
-  /* The thread that created the wheel, which is its loop thread: the
-   * address of that thread's token (uvtw__tls_t).  Set before the wheel is
-   * shared, never written again. */
-  const char* loop_thread;
-  /* A virtual wheel's clock, for the deadline of a submit (the wheel's
-   * virtual_now_shared); NULL on an ordinary wheel, whose submits count
-   * from uv_hrtime().  Set before the wheel is shared. */
+  const char* loop_thread; /* the creating (loop) thread's token */
+  /* A virtual wheel's clock, for a submit's or reset's deadline; NULL on
+   * an ordinary wheel, whose deadlines count from uv_hrtime(). */
   const _Atomic uint64_t* virtual_clock;
-  UVTW__PAD(pad0_);
+  uv_async_t* async;
+  uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
+  void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */
+  uv_mutex_t grow_lock;          /* growing the table only */
+  unsigned nchunks;              /* under grow_lock */
 
-  /* A producer has sent the wake-up that the async callback has not yet
-   * begun to serve (wake_loop, task-record.h): written once per wake-up. */
-  _Atomic int wake_pending;
-  UVTW__PAD(pad1_);
-
-  /* Live tasks under max_tasks, when max_tasks is set: reserved by submit
-   * in one CAS, returned by whoever ends the task. */
-  _Atomic uint64_t reserved;
-  /* Ends counted by threads without a record (out of memory) and by
-   * threadpool runs. */
-  _Atomic uint64_t ended_shared;
-  /* Tasks cancelled before the loop took them in, by threads without a
-   * record (the others count theirs in their record). */
-  _Atomic uint64_t taken_back_shared;
-  /* Calls inside the wheel that have no record (yet): a thread's first
-   * call, or one without memory for a record. */
-  _Atomic uint64_t calls_shared;
-  /* Notices of cancels made without a record: a lock-free stack. */
-  uvtw__task_t* _Atomic notices;
-  UVTW__PAD(pad2_);
-
-  uvtw__pool_t pool;
-
+  char pad4_[64];
   /* Loop thread only. */
+  uvtw__task_t* inbox;  /* taken from the queue, oldest first */
+  uint32_t freed_first; /* ended nodes for the free stack: index + 1 */
+  uvtw__task_t* freed_last;
   int holds_loop;            /* the async handle is referenced for tasks */
-  int backlog;               /* the last drain left ids in a queue */
-  int woken;                 /* the async callback has run: tasks may exist */
-  uint64_t held;             /* tasks taken in (or submitted here), not ended */
-  struct uvtw__link in_pool; /* nodes with work queued on the threadpool */
-  uvtw__work_t* free_works;  /* idle threadpool requests */
-  struct uvtw__link final;   /* nodes owed their final UV_ECANCELED call */
-  /* Task timers active in the core (whose `active` counts every timer):
-   * the core's count minus this is the user timers'.  Written by the loop
-   * thread only, read by any (uvtw_wheel_pending). */
+  int backlog;               /* the queue or the inbox holds entries */
+  int woken;                 /* an async callback has run: tasks may exist */
+  uint64_t held;             /* tasks accepted, not freed */
+  struct uvtw__link in_pool; /* nodes with work on the threadpool */
+  struct uvtw__link final;   /* nodes owed their final call */
+  uvtw__work_t* free_works;
+  /* Task timers active in the core; read by any thread (pending). */
   _Atomic uint64_t filed;
-  _Atomic uint64_t loop_ended; /* tasks the loop ended; one writer */
   uint64_t accepted;
-  uint64_t run; /* task callbacks run with status 0 */
+  uint64_t run;
   uint64_t cancelled;
   uint64_t closed;
   uint64_t high_water;
   uint64_t async_wakeups;
-  void (*pool_returned)(uvtw_wheel_t* wheel); /* see uvtw__tasks_init */
+  void (*pool_returned)(uvtw_wheel_t* wheel);
 } uvtw__tasks_t;
 
-/* `pool_returned` is called on the loop thread, while the wheel closes,
- * each time a threadpool run has come back (close waits for them). */
+/* This thread's task state: the task whose callback runs on it (a cancel
+ * from inside its own callback), and a token whose address names it. */
+typedef struct {
+  uvtw__task_t* current_task;
+  char token;
+} uvtw__tls_t;
+extern _Thread_local uvtw__tls_t uvtw__tls
+    __attribute__((tls_model("initial-exec")));
+
+static inline uvtw__task_t* uvtw__node_at(const uvtw__tasks_t* tasks,
+                                          uint64_t index) {
+  uvtw__task_t* chunk;
+  uint64_t q;
+  unsigned c;
+
+  q = index / UVTW__CHUNK0 + 1;
+  c = 63 - (unsigned) __builtin_clzll(q);
+  if (c >= UVTW__CHUNKS)
+    return NULL;
+  chunk = atomic_load_explicit(&tasks->chunks[c], memory_order_acquire);
+  if (chunk == NULL)
+    return NULL;
+  return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
+}
+
+/* One CAS of a node's state word (acq_rel; on failure *w is the word). */
+static inline int uvtw__task_cas(uvtw__task_t* node, uint64_t* w, uint64_t n) {
+  return atomic_compare_exchange_weak_explicit(
+      &node->state, w, n, memory_order_acq_rel, memory_order_acquire);
+}
+
+/* The process-wide generation counters: chunk c holds those of the
+ * indices of every table's chunk c (task-shared.c, rule 6). */
+extern _Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
+
+/* task-shared.c, for the loop: */
+/* Pushes the node on the queue (its W_INQ set by the caller's CAS), and
+ * wakes the loop if the queue was empty. */
+void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node);
+/* Gives an ended node its next generation and adds it to the loop's chain
+ * of freed nodes (retired, never reused, if its index has no generation
+ * left); uvtw__tasks_flush pushes the chain. */
+void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
+void uvtw__free_flush(uvtw__tasks_t* tasks);
+/* A live task ended (any thread). */
+static inline void uvtw__live_end(uvtw__tasks_t* tasks) {
+  atomic_fetch_sub_explicit(&tasks->gate, G_LIVE, memory_order_release);
+}
+int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);
+void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
+
+/* task.c: the interface the wheel uses. */
 int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      size_t max_tasks,
                      void (*pool_returned)(uvtw_wheel_t* wheel));
-/* Frees the pool and the producer records. */
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
-/* Loop thread: the task counters of uvtw_stats_t (accepted, run,
- * cancelled, closed, live, high water, async wake-ups). */
+/* Loop thread: the task counters of uvtw_stats_t. */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
-/* Live tasks (any thread): with max_tasks, the places taken; otherwise
- * uvtw__records_live.  `between`: NULL, or a test's stand-in for a
- * preemption. */
+/* Live tasks (any thread): one load of the gate.  `between` is unused. */
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
-/* Loop thread, after each batch of work: puts the nodes released since the
- * last call on the free stack, with one CAS, and makes the tasks the loop
- * holds keep it alive (or stop, once none is left). */
+/* Loop thread, after each batch of work: frees the ended nodes to the free
+ * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
-/* Loop thread, after a driver pass: uvtw__tasks_flush at the cost of one
- * shared read (task.c), if uvtw__tasks_may_be_busy. */
 void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel);
-/* Non-zero unless the wheel never had a task on the loop (no async
- * callback has run yet) and no wake-up is pending. */
+/* Non-zero unless no async callback has run yet and the queue is empty:
+ * then a pass does not need uvtw__tasks_pass_flush. */
 static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
   return tasks->woken ||
-         atomic_load_explicit(&tasks->wake_pending, memory_order_relaxed);
+         atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;
 }
-/* Loop thread: takes in about `budget` ids and notices, each record's
- * oldest first; non-zero if work remains. */
+/* Loop thread: takes in about `budget` entries; non-zero if some remain. */
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget);
-/* The async callback's first step: the wake-up flag is cleared before
- * the drain loads the queues (the loop's side of the pair in wake_loop,
- * task-record.h). */
+/* The async callback's first step. */
 void uvtw__tasks_woken(uvtw_wheel_t* wheel);
-/* Loop thread: non-zero if the tasks should hold the loop now (task.c,
- * hold_sync). */
 int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel);
-/* Loop thread: a live task ended. */
-static inline void uvtw__tasks_end_live(uvtw__tasks_t* tasks) {
-  if (tasks->max_tasks != 0)
-    atomic_fetch_sub_explicit(&tasks->reserved, 1, memory_order_relaxed);
-  uvtw__own_add(&tasks->loop_ended, 1, memory_order_release);
-}
-/* Loop thread: takes the task's timer out of the wheel, if it is there. */
-void uvtw__tasks_unfile(uvtw_wheel_t* wheel, uvtw__task_t* node);
-/* Loop thread: frees an ended node once nothing refers to it any more. */
-void uvtw__tasks_release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node);
-/* Loop thread: moves a waiting task (state `from`) to CLOSED and queues its
- * final call; 0 if a cancel won the race instead. */
-int uvtw__tasks_queue_final_call(uvtw_wheel_t* wheel,
-                                 uvtw__task_t* node,
-                                 unsigned from);
-/* The callback of every task's timer: runs the task on the loop or hands
- * it to the threadpool. */
+/* The callback of every task's timer. */
 void uvtw__task_fire(uvtw_timer_t* timer);
-/* Non-zero if `timer` is a task's (its callback is the tasks' own). */
 static inline int uvtw__task_owns(const uvtw_timer_t* timer) {
   return timer->cb_ == uvtw__task_fire;
 }
-/* Task timers active in the core (any thread; a snapshot). */
 uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
-/* Close, step 1 (wheel.c): called once by uvtw_wheel_close, before the
- * core is cleared: refuses submits, takes the task timers out of the wheel
- * and queues their final calls. */
+/* Close, step 1 (wheel.c): refuses submits, takes the task timers out of
+ * the wheel and queues their final calls. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
-/* Close, step 2: drains, makes the final calls, cancels queued pool work.
- * Returns non-zero once no task is live and no uvtw_submit or uvtw_cancel
- * that close must wait for is inside the wheel; until then it has
- * arranged to be called again (it never blocks). */
+/* Close, step 2: non-zero once no task is live and no call is inside;
+ * until then it has arranged to be called again (it never blocks). */
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
 
-/* Checks the tasks' bookkeeping against the nodes (task-check.c); with
- * `quiescent` (no other thread inside the wheel), also where the free
- * nodes are.  Returns 0, or -1 after printing the broken rule to `out`
- * (NULL: silent).  Loop thread. */
+/* The loop's bookkeeping against the nodes (task-check.c); with
+ * `quiescent` (no other thread inside), also the free nodes.  0, or -1
+ * after printing the broken rule to `out` (NULL: silent). */
 int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent);
 
-/* With UVTW_CHECK_INVARIANTS: uvtw__tasks_check, aborting on a broken
- * rule; otherwise nothing. */
 static inline void uvtw__tasks_validate(const uvtw_wheel_t* wheel) {
 #ifdef UVTW_CHECK_INVARIANTS
   if (uvtw__tasks_check(wheel, stderr, 0) != 0)

@@ -2,7 +2,7 @@
 /* The task half's interface (task.h) in a library built with
  * -DUVTW_TASKS=OFF, the timer half only: no task file is compiled.  No
  * task ever exists, so the wheel's calls into the tasks do nothing, and
- * uvtw_submit and uvtw_cancel return UV_ENOSYS. */
+ * uvtw_submit, uvtw_cancel and uvtw_reset return UV_ENOSYS. */
 
 #include <string.h>
 
@@ -116,5 +116,13 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   (void) wheel;
   (void) id;
+  return UV_ENOSYS;
+}
+
+
+int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
+  (void) wheel;
+  (void) id;
+  (void) delay_ms;
   return UV_ENOSYS;
 }

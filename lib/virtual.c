@@ -58,16 +58,12 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
   wheel->advancing = 1;
   /* Tasks other threads have published are taken in first, a batch as in
    * the async callback, so that a submit that happened before this call
-   * is filed (and, if due in the span, runs) before time moves.  The
-   * async handle's wake-up is still pending for them (wake_pending is
-   * left alone), and takes in any rest.  Only if there may be any: a
-   * published id or notice keeps wake_pending set until the async
-   * callback's drain, which sees it or leaves `backlog` set (wake_loop's
-   * pair, task-record.h); so a wheel with neither has nothing to take in,
-   * and its records (one cache line per thread that ever called it) are
-   * not looked at. */
+   * is filed (and, if due in the span, runs) before time moves; the async
+   * handle's wake-up takes in any rest.  Only if there may be any (one
+   * load of the queue's head), so that a call with nothing to take in
+   * costs nothing. */
   if (wheel->tasks.backlog ||
-      atomic_load_explicit(&wheel->tasks.wake_pending, memory_order_relaxed))
+      atomic_load_explicit(&wheel->tasks.head, memory_order_relaxed) != NULL)
     uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
   target = uvtw__sat_add(wheel->virtual_now, ms);
   /* The last tick the span reaches; one whose first millisecond would be

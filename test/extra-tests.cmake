@@ -177,3 +177,23 @@ if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lib-calls.sh ${CMAKE_NM}
                    $<TARGET_OBJECTS:uvtw_objects>)
 endif()
+
+# The task protocol's Promela model (test/task-protocol.pml) is checked
+# exhaustively by SPIN, and its broken twin must yield a counterexample.
+# Host tools only: spin and a C compiler for pan.c.
+find_program(UVTW_SPIN spin)
+if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
+  foreach(model task-protocol:pass task-protocol-broken:fail)
+    string(REPLACE ":" ";" parts ${model})
+    list(GET parts 0 name)
+    list(GET parts 1 expect)
+    add_test(NAME spin-${name}
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/spin-check.sh
+                     ${UVTW_SPIN} ${CMAKE_C_COMPILER}
+                     ${CMAKE_CURRENT_SOURCE_DIR}/${name}.pml
+                     ${CMAKE_CURRENT_BINARY_DIR}/spin-${name} ${expect})
+    set_tests_properties(spin-${name} PROPERTIES TIMEOUT 600)
+  endforeach()
+elseif(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
+  message(STATUS "spin-task-protocol: skipped (no spin)")
+endif()

@@ -11,13 +11,13 @@
  *   corrupt_held  `held` one more than the nodes held: the check fails,
  *                 naming held; put back, it passes.
  *   corrupt_filed the count of task timers in the wheel one more: fails.
- *   corrupt_free  a free node dropped from a record's cache: the
+ *   corrupt_free  a free node dropped from the free stack: the
  *                 quiescent check fails on the free nodes (the concurrent
  *                 one cannot count them, and passes). */
 
 #include <string.h>
 
-#include "task-record.h"
+#include "internal.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -166,26 +166,28 @@ static void corrupt_held(void) {
 
 static void corrupt_filed(void) {
   populate();
-  uvtw__own_add(&wheel->tasks.filed, 1, memory_order_relaxed);
+  atomic_fetch_add(&wheel->tasks.filed, 1);
   expect_broken(0, "filed");
-  uvtw__own_add(&wheel->tasks.filed, (uint64_t) -1, memory_order_relaxed);
+  atomic_fetch_sub(&wheel->tasks.filed, 1);
   expect_ok(1);
   finish();
 }
 
 
 static void corrupt_free(void) {
-  uvtw__record_t* rec;
+  uvtw__task_t* top;
+  uint64_t saved;
 
   populate();
-  rec = atomic_load(&wheel->tasks.records);
-  while (rec != NULL && rec->ncache == 0)
-    rec = rec->next;
-  ASSERT_PTR_NE(NULL, rec);
-  rec->ncache--;
+  uvtw__tasks_flush(wheel); /* the loop's freed nodes onto the stack */
+  saved = atomic_load(&wheel->tasks.free_top);
+  ASSERT_NE(0, (int) (uint32_t) saved);
+  top = uvtw__node_at(&wheel->tasks, (uint32_t) saved - 1);
+  /* The top node dropped from the stack: lost, neither free nor used. */
+  atomic_store(&wheel->tasks.free_top, atomic_load(&top->free_next));
   expect_ok(0);
   expect_broken(1, "free nodes");
-  rec->ncache++;
+  atomic_store(&wheel->tasks.free_top, saved);
   expect_ok(1);
   finish();
 }

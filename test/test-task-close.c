@@ -45,10 +45,9 @@
  *                the wheel: close waits for the submit to leave the wheel
  *                (the task gets its final call, or the submit returns
  *                UV_ECANCELED), and only then runs the close callback and
- *                frees the wheel.  The window lies inside one call: alone,
- *                the case checks the outcomes of a submit racing close;
- *                the manual test close-submit-inflight.gdb (README.md,
- *                "Manual tests") holds the submit in that window. */
+ *                frees the wheel.  The window lies inside one call: the
+ *                case checks the outcomes of a submit racing close, and
+ *                the SPIN model (task-protocol.pml) every interleaving. */
 
 #include "task-harness.h"
 #include "test-cases.h"
@@ -752,8 +751,6 @@ static void own_run_repeating_close_first(void) {
 
 /* ---- submit_inflight ---------------------------------------------------- */
 
-/* Read by the debugger script: the producer is inside uvtw_submit. */
-volatile int close_producer_armed;
 static task_t ci_x;
 static atomic_int ci_submit_result;
 
@@ -761,10 +758,8 @@ static atomic_int ci_submit_result;
 static void ci_producer(void* arg) {
   (void) arg;
   task_init(&ci_x);
-  close_producer_armed = 1;
   atomic_store(&ci_submit_result,
                uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb, &ci_x, &ci_x.id));
-  close_producer_armed = 0;
 }
 
 

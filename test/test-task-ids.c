@@ -23,7 +23,7 @@
 
 #include <uv.h>
 
-#include "task-pool.h"
+#include "internal.h"
 #include "test.h"
 #include "uvtw.h"
 

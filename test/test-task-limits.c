@@ -44,31 +44,27 @@
  *                  loop sleeps in epoll for 1 h: uv_run returns soon); a
  *                  task submitted from another thread after uv_run
  *                  returned does not (nothing wakes the owner: the
- *                  liveness rule in README.md, Semantics), and is drained
- *                  by a later run.  Submits from
- *                  the loop thread: test-task-liveness.c.
+ *                  liveness rule in README.md, Liveness of tasks), and is
+ * drained by a later run.  Submits from the loop thread: test-task-liveness.c.
  *   early_cancel_stats  uvtw_stats_t: a task cancelled before the loop
  *                  took it in counts in tasks_accepted and tasks_cancelled
  *                  as soon as the cancel returns, also when the loop's
  *                  owner submitted and cancelled it before uv_run.
- *   queue_memory   max_tasks 16; a worker makes 200,000 submit + cancel
- *                  pairs (never more than one task live) while the loop is
- *                  busy elsewhere, so the worker's queue grows to hundreds
- *                  of 4 KiB blocks.  Once the loop caught up, at most 4
- *                  blocks stay allocated.
- *   loop_pairs_memory  max_tasks 16; the loop thread (the wheel's owner,
- *                  before uv_run, as a callback would) makes 100,000
- *                  submit + cancel pairs.  Pool growth follows live tasks,
- *                  not pairs: at most 1,024 nodes taken from the pool.
- *   worn_index     ids are never reused, and an index whose generations
- *                  are used up is retired, not an error: index 0's
- *                  generations are used up through uvtw__pool_next_gen
- *                  (what recycle calls) and then by scratch pools (each a
- *                  wheel that uses node 0 once); a new wheel's first
- *                  submit, with memory to spare, must succeed (with a fresh
- *                  index). */
+ *   queue_memory   max_tasks 16; a worker makes 4 bursts of 100,000
+ *                  submit + cancel pairs (never more than one task live)
+ *                  while the loop does not run, and the loop runs once
+ *                  between bursts: the wheel's node table grows with the
+ *                  first burst (its cancelled nodes wait in the queue) and
+ *                  not with the next ones (they reuse the nodes the loop
+ *                  freed); the quiescent check passes between bursts.
+ *   loop_pairs_memory  the same from the loop thread (the wheel's owner,
+ *                  before uv_run, as a callback would).
+ *   worn_index     an index whose generations are used up is retired, not
+ *                  an error: with index 0's process-wide counter at its
+ *                  end, a new wheel's first submit succeeds with another
+ *                  index. */
 
-#include "task-record.h"
+#include "internal.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -888,17 +884,18 @@ static void early_cancel_stats(void) {
 }
 
 
-/* ---- queue_memory ------------------------------------------------------- */
+/* ---- queue_memory, loop_pairs_memory ----------------------------------- */
 
-static void count_records(size_t* records, size_t* blocks) {
-  uvtw__record_t* rec;
+/* Nodes in the wheel's table: it grows, and keeps its size. */
+static uint64_t table_nodes(void) {
+  uint64_t n;
+  unsigned c;
 
-  *records = 0;
-  *blocks = 0;
-  for (rec = atomic_load(&wheel->tasks.records); rec != NULL; rec = rec->next) {
-    (*records)++;
-    *blocks += atomic_load(&rec->nblocks);
-  }
+  n = 0;
+  for (c = 0; c < UVTW__CHUNKS; c++)
+    if (atomic_load(&wheel->tasks.chunks[c]) != NULL)
+      n += (uint64_t) UVTW__CHUNK0 << c;
+  return n;
 }
 
 
@@ -924,127 +921,90 @@ static void tm_worker(void* arg) {
 }
 
 
-static int tm_caught_up(void) {
-  uvtw__record_t* rec;
+static void tm_pairs_from(int from_loop) {
+  uv_thread_t tid;
 
-  for (rec = atomic_load(&wheel->tasks.records); rec != NULL; rec = rec->next)
-    if (rec->rblock != rec->wblock || rec->ridx != rec->widx)
-      return 0;
-  return 1;
+  if (from_loop) {
+    tm_worker(NULL);
+  } else {
+    ASSERT_UV_OK(uv_thread_create(&tid, tm_worker, NULL));
+    ASSERT_UV_OK(uv_thread_join(&tid));
+  }
+  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
+}
+
+
+/* Bursts of pairs while the loop does not run: the cancelled nodes wait in
+ * the queue until the loop takes them in, then are reused, so the table
+ * grows with the first burst and not with the next ones. */
+static void pairs_memory(int from_loop) {
+  uint64_t first;
+  uint64_t later;
+  int round;
+
+  tm_pairs = scaled(100000);
+  setup(16);
+  tm_pairs_from(from_loop);
+  first = table_nodes();
+  for (round = 0; round < 3; round++) {
+    /* Until the loop took in every entry (a batch per iteration). */
+    while (atomic_load(&wheel->tasks.head) != NULL || wheel->tasks.inbox)
+      one_pass();
+    ASSERT_EQ(0, uvtw__tasks_check(wheel, stderr, 1));
+    tm_pairs_from(from_loop);
+  }
+  later = table_nodes();
+  fprintf(stderr,
+          "max_tasks 16, 4 bursts of %d submit+cancel pairs from the %s "
+          "thread: %llu nodes (%llu KiB) after the first, %llu after all\n",
+          tm_pairs, from_loop ? "loop" : "another", (unsigned long long) first,
+          (unsigned long long) (first * sizeof(uvtw__task_t) / 1024),
+          (unsigned long long) later);
+  teardown();
+  ASSERT_UEQ(first, later);
 }
 
 
 static void queue_memory(void) {
-  uv_thread_t tid;
-  size_t records;
-  size_t before;
-  size_t after;
-  int rounds;
-
-  tm_pairs = scaled(200000);
-  setup(16);
-  /* The loop does not run while the worker works: it is busy elsewhere. */
-  ASSERT_UV_OK(uv_thread_create(&tid, tm_worker, NULL));
-  ASSERT_UV_OK(uv_thread_join(&tid));
-  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
-  count_records(&records, &before);
-  for (rounds = 0; !tm_caught_up(); rounds++)
-    one_pass();
-  count_records(&records, &after);
-  fprintf(stderr,
-          "max_tasks 16, %d submit+cancel pairs: %zu queue blocks (%zu KiB) "
-          "while the loop was away, %zu still allocated after the loop "
-          "caught up (%d iterations)\n",
-          tm_pairs, before, before * sizeof(uvtw__block_t) / 1024, after,
-          rounds);
-  teardown();
-  ASSERT_ULE(after, 4);
+  pairs_memory(0);
 }
 
 
-/* ---- loop_pairs_memory -------------------------------------------------- */
-
 static void loop_pairs_memory(void) {
-  uvtw_id_t id;
-  uint64_t nodes;
-  int pairs;
-  int i;
-
-  pairs = scaled(100000);
-  setup(16);
-  for (i = 0; i < pairs; i++) {
-    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id));
-    ASSERT_EQ(0, uvtw_cancel(wheel, id));
-  }
-  ASSERT_EQ(0, uvtw_wheel_pending(wheel));
-  nodes = atomic_load(&wheel->tasks.pool.bump);
-  fprintf(stderr,
-          "max_tasks 16, %d submit+cancel pairs on the loop thread: %llu "
-          "nodes (%llu KiB) taken from the pool\n",
-          pairs, (unsigned long long) nodes,
-          (unsigned long long) (nodes * sizeof(uvtw__task_t) / 1024));
-  run_until(pending_zero, 0);
-  teardown();
-  ASSERT_ULE(nodes, 1024);
+  pairs_memory(1);
 }
 
 
 /* ---- worn_index --------------------------------------------------------- */
 
 static void worn_index(void) {
-  _Alignas(64) uvtw__task_t fake;
-  uvtw__task_t* nodes[1];
-  uvtw__pool_t scratch;
   uvtw_wheel_t* second;
-  uint64_t gens[1];
-  unsigned n;
-  int wheels;
   task_t t;
   task_t u;
-  uint64_t blocks;
   int r;
 
   setup(0);
-  /* Index 0 of this process's first pool: its generation counter exists. */
+  /* Index 0 of this process's first table: its generation counter exists. */
   task_init(&t);
   submit(&t, 3600 * 1000, 0, 0);
   ASSERT_EQ(0, (int) (t.id >> UVTW__GEN_BITS));
   ASSERT_EQ(0, cancel(&t));
-  /* Use up index 0's generations, a block of 65,536 at a time, as a node
-   * reused 2^36 times would. */
-  memset(&fake, 0, sizeof(fake));
-  fake.index = 0;
-  fake.gen_end = 1;
-  for (blocks = 0; uvtw__pool_next_gen(&fake, fake.gen_end - 1) != 0;)
-    blocks++;
-  /* What is left goes to new wheels, GEN_FIRST (64) at a time: each
-   * scratch pool is a wheel whose node 0 is used once. */
-  for (wheels = 0;; wheels++) {
-    ASSERT_EQ(0, uvtw__pool_init(&scratch));
-    n = uvtw__pool_alloc_new(&scratch, nodes, gens, 1);
-    /* Worn out: the pool hands out the next index (a worn-out index is
-     * retired), or fails with UV_ENOMEM (n 0). */
-    if (n == 1 && nodes[0]->index != 0)
-      n = 0;
-    uvtw__pool_destroy(&scratch);
-    if (n == 0)
-      break;
-  }
-  fprintf(stderr,
-          "index 0 worn out after %llu blocks of 65,536 generations and "
-          "%d wheels that used it once\n",
-          (unsigned long long) blocks, wheels);
-  /* A new wheel numbers its nodes from index 0 again. */
+  /* Use up index 0's generations, as 2^36 uses of it would. */
+  atomic_store(&uvtw__gen_chunks[0][0], UVTW__GEN_MASK - 1);
+  /* A new wheel numbers its nodes from index 0 again: index 0 is retired,
+   * and its first task gets another. */
   ASSERT_EQ(0, uvtw_wheel_new(&loop, NULL, &second));
   task_init(&u);
   r = uvtw_submit(second, 3600 * 1000, 0, 0, task_cb, &u, &u.id);
-  fprintf(stderr, "the new wheel's first submit: %s\n",
-          r == 0 ? "0" : uv_err_name(r));
+  fprintf(stderr, "the new wheel's first submit: %s, index %llu\n",
+          r == 0 ? "0" : uv_err_name(r),
+          (unsigned long long) (u.id >> UVTW__GEN_BITS));
   if (r == 0)
     ASSERT_EQ(0, uvtw_cancel(second, u.id));
   ASSERT_EQ(0, uvtw_wheel_close(second, NULL));
   teardown(); /* runs the loop until both wheels are gone */
   ASSERT_EQ(0, r);
+  ASSERT_NE(0, (int) (u.id >> UVTW__GEN_BITS));
 }
 
 

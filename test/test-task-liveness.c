@@ -41,7 +41,7 @@
  *                  uv_run(UV_RUN_DEFAULT) must not return before the task
  *                  ran. */
 
-#include "task-record.h"
+#include "internal.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -123,7 +123,7 @@ static void worker_main(void* arg) {
  * tasks.  It ends one callback after the worker's submits were seen done:
  * an iteration (with its poll phase, which takes the tasks in) lies in
  * between, as the liveness rule asks of a plain uv_timer_t (README.md,
- * Semantics; a loaded machine may start the worker after the first
+ * Liveness of tasks; a loaded machine may start the worker after the first
  * callback). */
 static void join_cb(uv_timer_t* timer) {
   if (!worker_seen_done) {

@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/* Everything of a wheel's tasks that threads other than the loop touch:
+ * the node table, the free stack, the queue, the gate, and uvtw_submit,
+ * uvtw_cancel and uvtw_reset.  The loop's side is task.c.
+ *
+ * Ground rules.
+ *
+ * 1. The gate (tasks->gate, one word): G_CLOSING | G_CLOSED | calls inside
+ *    (x G_CALL) | live tasks (x G_LIVE).  Every call enters by one
+ *    read-modify-write of it and leaves by another, as libuv's
+ *    uv_async_send marks itself busy and uv_close waits for it:
+ *      submit:        fetch_add +G_CALL +G_LIVE, undone and refused
+ *                     (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
+ *                     instead, refused (UV_ENOSPC) at max_tasks live;
+ *      cancel, reset: fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
+ *      leaving:       fetch_sub G_CALL (and G_LIVE if the call ended a
+ *                     task), release.
+ *    Close (loop thread) sets G_CLOSING, and finishes by one CAS that sets
+ *    G_CLOSED only from a word with no call inside and no task live.  All
+ *    are read-modify-writes of one word, so they are totally ordered: a
+ *    submit either enters before G_CLOSING (close then waits for it and
+ *    drains its task, whose final call follows) or is refused; a call
+ *    that entered is waited for, and its leave (release) makes all it did
+ *    visible to close's acquire.  No fence is needed.  The live count is
+ *    exact at every moment: a task counts from its submit's entry until
+ *    the read-modify-write of whoever ends it (the loop, a pool thread, or
+ *    a cancel's leave); a submit that close refuses counts for an instant.
+ *
+ * 2. A node is type-stable: chunks of the table are never moved or freed
+ *    before the wheel is, so any thread may read a node found by an id's
+ *    index.  Its fields:
+ *      state     all threads, by CAS only (acq_rel), except two plain
+ *                stores by the thread that owns a node no other thread
+ *                can move: submit's FREE -> PENDING of a node it popped,
+ *                and the loop's freeing of an ended node (uvtw__node_free)
+ *                that no id can move any more (ended states are final,
+ *                and no reset is inside: writers 0).
+ *      next      the thread that set W_INQ, then the loop.
+ *      deadline  submit, before publishing; a reset, only while its
+ *                writer count in the state word holds the node (so a
+ *                stale id never writes another task's deadline); the loop
+ *                reads it after a CAS that saw W_MOVED or took the node in
+ *                (acquire), so it sees the value of the last reset that
+ *                set W_MOVED, or a later one.
+ *      cb, arg, repeat_ms   submit, before publishing; then read only.
+ *      free_next the thread that pushes the node on the free stack (the
+ *                loop, or a thread growing the table); read by poppers,
+ *                whose CAS fails if the node left the stack meanwhile.
+ *      the rest  the loop's (task.c).
+ *
+ * 3. The state word: generation << 24 | writers << 8 | flags | state.
+ *    Every move is one CAS on the whole word, so it carries the id's
+ *    generation: an id never moves another task of its node, and of a
+ *    cancel, a reset, an expiry, a run and close, exactly one wins each
+ *    race.  Moves (task.h lists the states):
+ *      submit  FREE -> PENDING | W_INQ (then pushes the node);
+ *      cancel  PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
+ *              STOPPING (UV_EBUSY), or from the task's own callback, a
+ *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
+ *      reset   writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT); stores
+ *              the deadline; writers - 1 | W_MOVED, and QUEUED -> PENDING
+ *              (0; RUNNING: UV_EBUSY, the next run of a repeating task
+ *              moves), or ENOENT if the task ended meanwhile;
+ *      loop    take-in: clears W_INQ (and W_MOVED as it files), sets
+ *              W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if
+ *              W_MOVED, clears it and re-files instead; after a run
+ *              RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; close
+ *              PENDING/QUEUED -> CLOSED -> DONE;
+ *      pool    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE.
+ *    A thread other than the loop that needs the loop to look at a node
+ *    it took in (a cancel: unfile it; a reset: re-file it; the last reset
+ *    writer of an ended task: free it) sets W_INQ in its CAS if it was
+ *    clear, and then pushes the node: W_INQ set means "in the queue, or
+ *    about to be", so a node is in the queue at most once, and the loop
+ *    frees a node only with W_INQ clear and no writer.  A node not taken
+ *    in yet has W_INQ (submit's push): the loop sees its latest word when
+ *    it takes it in.
+ *
+ * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
+ *    llist: a push is a CAS of the head (release: the node's fields are
+ *    visible to the loop); the loop takes the whole stack with one
+ *    exchange (acquire) and reverses it, so each producer's entries come
+ *    in order.  A push that finds the stack empty wakes the loop with
+ *    uv_async_send: after the loop's exchange, the next push finds it
+ *    empty, so no entry is left without a wake-up, and no fence is needed.
+ *
+ * 5. The free stack (tasks->free_top) is a Treiber stack of node indices
+ *    with a 32-bit ABA tag in the same 64-bit word (lock-free on every
+ *    target: i686, armv7 and aarch64 have 64-bit CAS).  The loop pushes a
+ *    chain of freed nodes per batch of work; producers pop one node.  An
+ *    empty stack grows the table under grow_lock, the one mutex: only
+ *    when no free node is left.
+ *
+ * 6. Generations: an index's generations are handed out by one
+ *    process-wide counter per index, to every wheel, a block at a time, so
+ *    no two uses of an index in any wheel carry the same generation: an id
+ *    is never reused, and is UV_ENOENT on every other wheel.  An index
+ *    with no generation left is retired (never reused).
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+_Thread_local uvtw__tls_t uvtw__tls __attribute__((tls_model("initial-exec")));
+
+#define GEN_FIRST 64
+#define GEN_BLOCK 65536
+
+static uv_once_t gen_once = UV_ONCE_INIT;
+static uv_mutex_t gen_lock;
+/* Chunk c: the generation counters of the indices of a table's chunk c
+ * (task.h). */
+_Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
+
+
+static void gen_lock_init(void) {
+  if (uv_mutex_init(&gen_lock) != 0)
+    abort(); /* as libuv's own lock does on failure */
+}
+
+
+/* Reserves n generations for the node's index (its counters exist: grow
+ * made them).  Returns the first, 0 if the index has none left. */
+static uint64_t gen_reserve(uvtw__task_t* node, uint64_t n) {
+  _Atomic uint64_t* counter;
+  uint64_t offset;
+  uint64_t used;
+  unsigned c;
+
+  c = 63 - (unsigned) __builtin_clzll(node->index / UVTW__CHUNK0 + 1);
+  offset = node->index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1);
+  counter = &uvtw__gen_chunks[c][offset];
+  used = atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+  if (used >= UVTW__GEN_MASK - n)
+    return 0; /* the counter stays above: every later reserve fails too */
+  node->gen_end = used + 1 + n;
+  return used + 1;
+}
+
+
+/* Pushes the chain first..last (linked by free_next) on the free stack. */
+static void free_push(uvtw__tasks_t* tasks,
+                      uvtw__task_t* first,
+                      uvtw__task_t* last) {
+  uint64_t top;
+  uint64_t next;
+
+  top = atomic_load_explicit(&tasks->free_top, memory_order_relaxed);
+  do {
+    atomic_store_explicit(&last->free_next, (uint32_t) top,
+                          memory_order_relaxed);
+    next = ((top >> 32) + 1) << 32 | (first->index + 1);
+  } while (!atomic_compare_exchange_weak_explicit(&tasks->free_top, &top, next,
+                                                  memory_order_release,
+                                                  memory_order_relaxed));
+}
+
+
+/* Pops a free node, or NULL.  The tag makes the CAS fail if the top left
+ * and came back since `top` was read (its free_next may be stale then). */
+static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint64_t top;
+  uint64_t next;
+
+  top = atomic_load_explicit(&tasks->free_top, memory_order_acquire);
+  while ((uint32_t) top != 0) {
+    node = uvtw__node_at(tasks, (uint32_t) top - 1);
+    if (node == NULL)
+      UVTW__UNREACHABLE(); /* a listed node's chunk is published */
+    next = ((top >> 32) + 1) << 32 |
+           atomic_load_explicit(&node->free_next, memory_order_relaxed);
+    if (atomic_compare_exchange_weak_explicit(&tasks->free_top, &top, next,
+                                              memory_order_acquire,
+                                              memory_order_acquire))
+      return node;
+  }
+  return NULL;
+}
+
+
+/* Slow path: adds a chunk to the table and its nodes to the free stack,
+ * unless another thread freed or added nodes meanwhile.  0 or UV_ENOMEM. */
+static int grow(uvtw__tasks_t* tasks) {
+  uvtw__task_t* chunk;
+  uvtw__task_t* node;
+  uvtw__task_t* first;
+  uvtw__task_t* tail;
+  uint64_t gen;
+  void* mem;
+  size_t n;
+  size_t i;
+  unsigned c;
+  int err;
+
+  uv_once(&gen_once, gen_lock_init);
+  err = 0;
+  uv_mutex_lock(&tasks->grow_lock);
+  c = tasks->nchunks;
+  if ((uint32_t) atomic_load_explicit(&tasks->free_top, memory_order_relaxed))
+    goto out;
+  err = UV_ENOMEM;
+  n = (size_t) UVTW__CHUNK0 << c;
+  if (c == UVTW__CHUNKS)
+    goto out;
+  uv_mutex_lock(&gen_lock);
+  if (uvtw__gen_chunks[c] == NULL)
+    uvtw__gen_chunks[c] = calloc(n, sizeof(*uvtw__gen_chunks[c]));
+  uv_mutex_unlock(&gen_lock);
+  /* One node more, to start the chunk on a cache line. */
+  if (uvtw__gen_chunks[c] == NULL ||
+      (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
+    goto out;
+  tasks->chunk_mem[c] = mem;
+  chunk = (uvtw__task_t*) (((uintptr_t) mem + 63) & ~(uintptr_t) 63);
+  err = 0;
+  first = NULL;
+  tail = NULL;
+  for (i = n; i-- > 0;) {
+    node = &chunk[i];
+    node->index = (uint32_t) ((uint64_t) UVTW__CHUNK0 * ((1u << c) - 1) + i);
+    if ((gen = gen_reserve(node, GEN_FIRST)) == 0)
+      continue; /* retired by other wheels' use */
+    atomic_init(&node->state, gen << W_GEN_SHIFT | T_FREE);
+    atomic_init(&node->free_next, first != NULL ? first->index + 1 : 0);
+    if (tail == NULL)
+      tail = node;
+    first = node;
+  }
+  atomic_store_explicit(&tasks->chunks[c], chunk, memory_order_release);
+  tasks->nchunks = c + 1;
+  if (first != NULL)
+    free_push(tasks, first, tail);
+out:
+  uv_mutex_unlock(&tasks->grow_lock);
+  return err;
+}
+
+
+void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(&tasks->head, memory_order_relaxed);
+  do
+    atomic_store_explicit(&node->next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &tasks->head, &head, node, memory_order_release, memory_order_relaxed));
+  if (head == NULL)
+    uv_async_send(tasks->async);
+}
+
+
+void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uint64_t gen;
+
+  gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed)) + 1;
+  if (gen == node->gen_end && (gen = gen_reserve(node, GEN_BLOCK)) == 0)
+    return; /* retired: its index has no generation left */
+  atomic_store_explicit(&node->state, gen << W_GEN_SHIFT | T_FREE,
+                        memory_order_relaxed);
+  atomic_store_explicit(&node->free_next, tasks->freed_first,
+                        memory_order_relaxed);
+  if (tasks->freed_first == 0)
+    tasks->freed_last = node;
+  tasks->freed_first = node->index + 1;
+}
+
+
+void uvtw__free_flush(uvtw__tasks_t* tasks) {
+  uvtw__task_t* first;
+
+  if (tasks->freed_first == 0)
+    return;
+  first = uvtw__node_at(tasks, tasks->freed_first - 1);
+  if (first == NULL)
+    UVTW__UNREACHABLE();
+  free_push(tasks, first, tasks->freed_last);
+  tasks->freed_first = 0;
+}
+
+
+/* A call other than submit enters: 0 if close is done with the tasks. */
+static int enter(uvtw__tasks_t* tasks) {
+  uint64_t g;
+
+  g = atomic_fetch_add_explicit(&tasks->gate, G_CALL, memory_order_acquire);
+  if (!(g & G_CLOSED))
+    return 1;
+  atomic_fetch_sub_explicit(&tasks->gate, G_CALL, memory_order_relaxed);
+  return 0;
+}
+
+
+static void leave(uvtw__tasks_t* tasks, uint64_t sub) {
+  atomic_fetch_sub_explicit(&tasks->gate, sub, memory_order_release);
+}
+
+
+/* A deadline delay_ms from now: by uv_hrtime(), which uv_now() reads too
+ * (or its coarse variant, which never runs ahead), so it is never early on
+ * the loop's clock; on a virtual wheel, from its clock. */
+static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
+  uint64_t now;
+
+  if (tasks->virtual_clock == NULL)
+    now = uv_hrtime() / 1000000;
+  else
+    now = atomic_load_explicit(tasks->virtual_clock, memory_order_relaxed);
+  return now + delay_ms < now ? UINT64_MAX : now + delay_ms;
+}
+
+
+int uvtw_submit(uvtw_wheel_t* wheel,
+                uint64_t delay_ms,
+                uint64_t repeat_ms,
+                unsigned flags,
+                uvtw_task_cb cb,
+                void* arg,
+                uvtw_id_t* id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t deadline;
+  uint64_t g;
+  uint64_t w;
+
+  if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
+    return UV_EINVAL;
+  tasks = &wheel->tasks;
+  deadline = deadline_in(tasks, delay_ms);
+  if (tasks->max_tasks == 0) {
+    /* One fetch_add, which never retries (a CAS loop does, under
+     * contention), undone if close has begun. */
+    g = atomic_fetch_add_explicit(&tasks->gate, G_CALL + G_LIVE,
+                                  memory_order_acquire);
+    if (g & G_CLOSING) {
+      leave(tasks, G_CALL + G_LIVE);
+      return UV_ECANCELED;
+    }
+  } else {
+    g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
+    do {
+      if (g & G_CLOSING)
+        return UV_ECANCELED;
+      if (G_LIVES(g) >= tasks->max_tasks)
+        return UV_ENOSPC;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &tasks->gate, &g, g + G_CALL + G_LIVE, memory_order_acquire,
+        memory_order_relaxed));
+  }
+  while ((node = free_pop(tasks)) == NULL)
+    if (grow(tasks) != 0) {
+      leave(tasks, G_CALL + G_LIVE);
+      return UV_ENOMEM;
+    }
+  node->cb = cb;
+  node->arg = arg;
+  node->repeat_ms = repeat_ms;
+  atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
+  w = atomic_load_explicit(&node->state, memory_order_relaxed);
+  if (id != NULL)
+    *id = (uint64_t) node->index << UVTW__GEN_BITS | GEN(w);
+  w = WITH_STATE(w, T_PENDING) | W_INQ | (flags & UVTW_THREADPOOL ? W_POOL : 0);
+  atomic_store_explicit(&node->state, w, memory_order_relaxed);
+  uvtw__queue_push(tasks, node); /* release: publishes all of the above */
+  /* Liveness: the loop holds itself for what its queue holds, from its
+   * next flush on; a submit on the loop thread (say before uv_run) holds
+   * it at once, as a uv_queue_work request does.  Only the loop thread
+   * may uv_ref. */
+  if (tasks->loop_thread == &uvtw__tls.token && !tasks->holds_loop) {
+    tasks->holds_loop = 1;
+    uv_ref((uv_handle_t*) tasks->async);
+  }
+  leave(tasks, G_CALL);
+  return 0;
+}
+
+
+int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t w;
+  uint64_t n;
+  int err;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  tasks = &wheel->tasks;
+  if ((id & UVTW__GEN_MASK) == 0 || !enter(tasks))
+    return UV_ENOENT;
+  err = UV_ENOENT;
+  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
+  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
+                   : 0;
+  while (node != NULL && GEN(w) == (id & UVTW__GEN_MASK)) {
+    switch (STATE(w)) {
+    case T_PENDING:
+    case T_QUEUED:
+      err = 0;
+      n = WITH_STATE(w, T_CANCELLED);
+      break;
+    case T_RUNNING:
+      if (node != uvtw__tls.current_task) {
+        err = UV_EBUSY; /* the run ends the task */
+        n = WITH_STATE(w, T_STOPPING);
+      } else if (node->repeat_ms != 0) {
+        err = 0; /* no run after this one */
+        n = WITH_STATE(w, T_CANCELLED);
+      } else {
+        goto out; /* a one-shot's run is its end */
+      }
+      break;
+    default:
+      goto out;
+    }
+    if (err == 0 && (w & (W_TAKEN | W_INQ)) == W_TAKEN)
+      n |= W_INQ; /* the loop must unfile it: a notice */
+    if (uvtw__task_cas(node, &w, n))
+      break;
+    err = UV_ENOENT;
+  }
+  if (err == 0 && !(w & W_TAKEN))
+    atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
+  if (err == 0 && !(w & W_INQ) && (w & W_TAKEN))
+    uvtw__queue_push(tasks, node);
+out:
+  leave(tasks, err == 0 ? G_CALL + G_LIVE : G_CALL);
+  return err;
+}
+
+
+int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t deadline;
+  uint64_t w;
+  uint64_t n;
+  int err;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  tasks = &wheel->tasks;
+  deadline = deadline_in(tasks, delay_ms);
+  if ((id & UVTW__GEN_MASK) == 0 || !enter(tasks))
+    return UV_ENOENT;
+  err = UV_ENOENT;
+  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
+  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
+                   : 0;
+  /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
+  do
+    if (node == NULL || GEN(w) != (id & UVTW__GEN_MASK) ||
+        STATE(w) < T_PENDING || STATE(w) > T_RUNNING)
+      goto out;
+  while (!uvtw__task_cas(node, &w, w + W_WRITER));
+  atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
+  /* Let go, and publish the deadline (release) if the task still waits
+   * or runs; a notice if the loop must re-file it, or, as the last writer
+   * of a task that ended meanwhile, free it. */
+  w += W_WRITER;
+  do {
+    n = w - W_WRITER;
+    err = UV_ENOENT;
+    if (STATE(w) >= T_PENDING && STATE(w) <= T_RUNNING) {
+      err = STATE(w) == T_RUNNING ? UV_EBUSY : 0;
+      n = WITH_STATE(n, STATE(w) == T_QUEUED ? T_PENDING : STATE(w)) | W_MOVED;
+    }
+    if ((n & (W_TAKEN | W_INQ)) == W_TAKEN &&
+        (err != UV_ENOENT || !(n & W_WRITERS)))
+      n |= W_INQ;
+  } while (!uvtw__task_cas(node, &w, n));
+  if ((n & W_INQ) && !(w & W_INQ))
+    uvtw__queue_push(tasks, node);
+out:
+  leave(tasks, G_CALL);
+  return err;
+}
+
+
+int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
+  atomic_init(&tasks->gate, 0);
+  atomic_init(&tasks->head, NULL);
+  atomic_init(&tasks->free_top, 0);
+  atomic_init(&tasks->taken_back, 0);
+  memset(tasks->chunks, 0, sizeof(tasks->chunks));
+  memset(tasks->chunk_mem, 0, sizeof(tasks->chunk_mem));
+  tasks->nchunks = 0;
+  tasks->loop_thread = &uvtw__tls.token;
+  return uv_mutex_init(&tasks->grow_lock);
+}
+
+
+void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks) {
+  unsigned c;
+
+  for (c = 0; c < UVTW__CHUNKS; c++)
+    free(tasks->chunk_mem[c]);
+  uv_mutex_destroy(&tasks->grow_lock);
+}

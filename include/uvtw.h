@@ -1,32 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /* uvtw: a hierarchical timing wheel for a libuv event loop.
  *
- * One wheel attaches to an existing uv_loop_t and keeps one uv_timer_t (the
- * "driver") armed for the next moment the wheel has work.  Loop-thread timers
- * (uvtw_timer_*) mirror uv_timer_* at O(1) cost and with no allocation.
- * Other threads submit, cancel and reset tasks (uvtw_submit, uvtw_cancel,
- * uvtw_reset) through a lock-free queue and a uv_async_t; tasks run on the
- * loop thread or on libuv's threadpool.  A library built with the CMake
- * option UVTW_TASKS=OFF holds the timers only: there the task calls return
- * UV_ENOSYS and do nothing else.
+ * A wheel attaches to a uv_loop_t and keeps one uv_timer_t armed for the
+ * next moment it has work.  Loop-thread timers (uvtw_timer_*) mirror
+ * uv_timer_* at O(1) cost, with no allocation.  Any thread submits, cancels
+ * and resets tasks (uvtw_submit, uvtw_cancel, uvtw_reset), lock-free; they
+ * run on the loop thread or libuv's threadpool.  Built with the CMake option
+ * UVTW_TASKS=OFF, the library holds the timers only, and the task calls
+ * return UV_ENOSYS.
  *
- * Conventions (the same as libuv's):
- *   - 0 on success, a negative UV_E* code on error, so uv_strerror() and
- *     uv_err_name() work.  A call that fails changes nothing, and its
- *     callback never runs.
- *   - Times are milliseconds on the wheel's clock: the loop's, uv_now(loop),
- *     or, on a wheel made with virtual_time, its own (uvtw_wheel_now).
- *     Deadlines saturate at UINT64_MAX instead of overflowing.
- *   - "Loop thread" functions must be called on the thread that runs the
- *     wheel's loop, or while that loop is not running, by its owner: the
- *     thread that created the wheel, which must be the one that runs the
- *     loop.  "Any thread" functions are safe from every thread at once,
- *     including from inside callbacks.
- *
- * Requires libuv >= 1.44, adapting to the release it runs with.  The full
- * semantics are in docs/: wheel.md, timers.md, tasks.md, virtual-time.md,
- * libuv-versions.md.
- */
+ * As in libuv: 0 or a negative UV_E* code, and a call that fails changes
+ * nothing and its callback never runs.  Times are ms on the wheel's clock
+ * (uv_now(loop), or a virtual wheel's own), saturating at UINT64_MAX.
+ * "Loop thread": the thread that runs the loop, or, while it does not run,
+ * the wheel's creator (which must be that thread).  "Any thread": safe from
+ * every thread at once, also inside callbacks.  Requires libuv >= 1.44.
+ * The full semantics: docs/wheel.md, timers.md, tasks.md, virtual-time.md. */
 
 #ifndef UVTW_H
 #define UVTW_H
@@ -40,12 +29,9 @@
 extern "C" {
 #endif
 
-/* Marks the public functions: the library builds with hidden visibility, so
- * these are the only names libuvtw.so exports.  On Windows, as in libuv's
- * uv.h: the DLL is built with UVTW_BUILDING_SHARED and exports them, a
- * program that links the DLL defines UVTW_USING_SHARED and imports them
- * (CMake's uvtw::uvtw target defines it), and the static library needs
- * neither. */
+/* The exported functions (hidden visibility hides the rest).  On Windows, as
+ * in uv.h: UVTW_BUILDING_SHARED builds the DLL, UVTW_USING_SHARED links it
+ * (CMake's uvtw::uvtw defines it); the static library needs neither. */
 #if defined(_WIN32) && defined(UVTW_BUILDING_SHARED)
 # define UVTW_EXTERN __declspec(dllexport)
 #elif defined(_WIN32) && defined(UVTW_USING_SHARED)
@@ -56,9 +42,7 @@ extern "C" {
 # define UVTW_EXTERN /* nothing */
 #endif
 
-/* The version, and its only source: CMakeLists.txt reads these three lines
- * (project version, SONAME, uvtw.pc, the Debian packages).  Keep the form
- * "#define UVTW_VERSION_<PART> <number>". */
+/* The version's only source: CMakeLists.txt reads these three lines. */
 #define UVTW_VERSION_MAJOR 0
 #define UVTW_VERSION_MINOR 1
 #define UVTW_VERSION_PATCH 0
@@ -66,12 +50,8 @@ extern "C" {
 typedef struct uvtw_wheel_s uvtw_wheel_t;
 typedef struct uvtw_timer_s uvtw_timer_t;
 
-/* Names one cross-thread task of one wheel.  0 is never a valid id.  Ids
- * are never reused, in any wheel, for the life of the process: an id names
- * exactly the task it was issued for, never a later task of the same wheel
- * and never a task of another wheel (uvtw_cancel on any other wheel returns
- * UV_ENOENT, also after the issuing wheel was closed and freed).  Treat it
- * as opaque. */
+/* Names one task; opaque, never 0, never reused in any wheel for the life
+ * of the process, so a stale or foreign id names no other task. */
 typedef uint64_t uvtw_id_t;
 
 typedef void (*uvtw_timer_cb)(uvtw_timer_t* timer);
@@ -85,10 +65,7 @@ typedef void (*uvtw_close_cb)(uvtw_wheel_t* wheel);
 typedef struct uvtw_options_s {
   uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
-  /* Non-zero: the wheel has a clock of its own, for tests of timeout
-   * logic that neither wait nor flake.  It starts at uv_now(loop) when
-   * the wheel is made and moves only by uvtw_wheel_advance.  Default 0. */
-  int virtual_time;
+  int virtual_time; /* non-zero: a clock of its own (uvtw_wheel_advance) */
 } uvtw_options_t;
 
 /* The buckets of uvtw_stats_t.lateness. */
@@ -104,8 +81,7 @@ typedef struct uvtw_stats_s {
   uint64_t driver_wakeups;   /* times the driver uv_timer_t fired */
   uint64_t cascades;         /* timers re-filed from a slot (not expired) */
   uint64_t async_wakeups;    /* times the uv_async_t callback ran */
-  uint64_t tasks_accepted;   /* submissions taken in by the loop, or cancelled
-                                before it took them in */
+  uint64_t tasks_accepted;   /* submissions taken in, or cancelled before */
   uint64_t tasks_run;        /* task callbacks run with status 0 */
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
@@ -116,7 +92,6 @@ typedef struct uvtw_stats_s {
    * lateness[15]: by 2^14 ms or more (docs/virtual-time.md, "Lateness"). */
   uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } uvtw_stats_t;
-
 
 /* Private: a link in one of the wheel's intrusive lists. */
 struct uvtw__link {
@@ -135,28 +110,23 @@ struct uvtw_timer_s {
   uvtw_timer_cb cb_;  /* NULL until first started */
   uint64_t deadline_; /* loop ms, saturated */
   uint64_t repeat_;
-  /* (Re)start order, which breaks deadline ties, above bit 1; bit 0 is
-   * set while the timer is referenced (bit 1 is the library's own).  One
-   * word, so a start writes the order and the flags with one store. */
+  /* (Re)start order above bit 1, which breaks deadline ties; bit 0: the
+   * timer is referenced; bit 1: the library's own. */
   uint64_t order_;
 };
-
 
 /* ---------------------------------------------------------------------- */
 /* The wheel.                                                               */
 
-/* Fills *opts with the defaults: tick_ms = 1, max_tasks = 0,
- * virtual_time = 0.  Any thread. */
+/* The defaults: tick_ms 1, max_tasks 0, virtual_time 0.  Any thread. */
 UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
-/* Creates a wheel on `loop` and stores it in *out.  opts may be NULL for the
- * defaults.  Several wheels may share a loop.  Loop thread.
- * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or above
- *                    UVTW_TICK_MS_MAX;
+/* Creates a wheel on `loop` into *out; opts may be NULL for the defaults.
+ * Several wheels may share a loop.  Loop thread.
+ * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or too large;
  *         UV_ENOMEM  out of memory;
  *         or an error from uv_timer_init/uv_async_init/uv_prepare_init.
- * On error *out is untouched and nothing is left behind: no handle is
- * open on the loop and no memory is held. */
+ * On error *out is untouched and nothing is left open or allocated. */
 UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
                                const uvtw_options_t* opts,
                                uvtw_wheel_t** out);
@@ -176,9 +146,8 @@ UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 /* The loop the wheel is attached to.  Any thread. */
 UVTW_EXTERN uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel);
 
-/* The wheel's clock in ms: the one its timers' deadlines and
- * uvtw_timer_get_due_in count from.  On an ordinary wheel it is
- * uv_now(loop); on a virtual wheel, its own clock.  Loop thread. */
+/* The wheel's clock in ms: uv_now(loop), or a virtual wheel's own.  Loop
+ * thread. */
 UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
 
 /* Moves a virtual wheel's clock forward by `ms` (saturating) and, before
@@ -191,14 +160,11 @@ UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
  * returns 0 at once.  Loop thread.  docs/virtual-time.md has the rules.
  * Errors: UV_EINVAL     wheel is NULL or was made without virtual_time;
  *         UV_ECANCELED  the wheel is closing;
- *         UV_EBUSY      called from inside one of the wheel's own
- *                       callbacks (an advance is running). */
+ *         UV_EBUSY      called from one of the wheel's own callbacks. */
 UVTW_EXTERN int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms);
 
-/* Calls fn(timer, arg) once for every timer that is active when the walk
- * starts, in no particular order.  fn may stop or restart the timer it is
- * given (a restarted timer is not visited twice); it must not stop other
- * timers that the walk has not reached yet.  Loop thread. */
+/* Calls fn(timer, arg) once for every timer active when the walk starts, in
+ * no order.  fn may stop or restart its timer, not others.  Loop thread. */
 UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
                                  void (*fn)(uvtw_timer_t* timer, void* arg),
                                  void* arg);
@@ -206,28 +172,22 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 /* Copies the wheel's counters into *out.  Loop thread. */
 UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
 
-/* An upper bound, in ms, on the q-quantile of stats->lateness (q clamped
- * to 0..1): the bound of the bucket that holds the callback of rank
- * ceil(q * total), at least the first: 0, 1, 3, 7, ..., 2^14 - 1, or
- * UINT64_MAX for the last bucket.  0.5 bounds the median, 1 the latest.
- * 0 if nothing was counted; defined for any counts, also totals past
- * 2^64.  Any thread (it reads only *stats). */
+/* An upper bound in ms on the q-quantile (q clamped to 0..1) of
+ * stats->lateness: the bound of the bucket holding rank ceil(q * total), 0,
+ * 1, 3, ..., 2^14 - 1 or UINT64_MAX; 0 if nothing was counted.  Defined for
+ * any counts.  Any thread (it reads only *stats). */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 
-/* Active timers plus live tasks.  A task counts from the moment uvtw_submit
- * returns until it ends.  Any thread: the tasks are exact, the timers
- * from another thread a snapshot that may miss a start or stop made during
- * the call. */
+/* Active timers plus live tasks (exact; a task counts until it ends).  Any
+ * thread: from another, the timers may miss a start or stop meanwhile. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
-
 
 /* ---------------------------------------------------------------------- */
 /* Timers: loop thread only, never allocate.                                */
 
-/* Binds `timer` to `wheel`; the timer is inactive and referenced.  Calling
- * it on an active timer is undefined (stop it first).
- * Errors: UV_EINVAL  wheel or timer is NULL. */
+/* Binds `timer` to `wheel`, inactive and referenced; undefined on an active
+ * timer.  Errors: UV_EINVAL  wheel or timer is NULL. */
 UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
 
 /* Starts (or restarts, if active) the timer: cb runs once the wheel's
@@ -244,40 +204,34 @@ UVTW_EXTERN int uvtw_timer_start(uvtw_timer_t* timer,
                                  uint64_t timeout,
                                  uint64_t repeat);
 
-/* Stops the timer; its callback will not run.  Idempotent, safe on a timer
- * that was never started and from any callback, the timer's own included.
- * Always returns 0. */
+/* Stops the timer; its callback will not run.  Idempotent, safe from any
+ * callback and on a timer never started.  Always returns 0. */
 UVTW_EXTERN int uvtw_timer_stop(uvtw_timer_t* timer);
 
-/* Restarts the timer with timeout = repeat if repeat is non-zero (stopping
- * it first if active); does nothing if repeat is 0.
- * Errors: UV_EINVAL     the timer was never started;
- *         UV_ECANCELED  the wheel is closing (and repeat is non-zero). */
+/* Restarts the timer with timeout = repeat; does nothing if repeat is 0.
+ * Errors: UV_EINVAL  never started; UV_ECANCELED  the wheel is closing. */
 UVTW_EXTERN int uvtw_timer_again(uvtw_timer_t* timer);
 
-/* Sets the repeat interval, used from the next time the timer fires (or by
- * uvtw_timer_again).  Does not (re)start the timer. */
+/* The repeat interval, used from the timer's next run (or by
+ * uvtw_timer_again); setting it does not (re)start the timer. */
 UVTW_EXTERN void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat);
 UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 
-/* Milliseconds until the timer fires: its deadline rounded up to a tick,
- * minus the wheel's clock (uvtw_wheel_now).  0 if inactive or overdue. */
+/* Ms until the timer fires (its deadline rounded up to a tick, minus the
+ * wheel's clock); 0 if inactive or overdue. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
-/* Non-zero if the timer is active.  A repeating timer is active inside its
- * own callback; a one-shot is not. */
+/* Non-zero if active; a repeating timer is, inside its own callback. */
 UVTW_EXTERN int uvtw_timer_is_active(const uvtw_timer_t* timer);
 
-/* Like uv_ref/uv_unref on a uv_timer_t: an active referenced timer keeps
- * uv_run(UV_RUN_DEFAULT) running; an unreferenced one does not (but still
- * fires while the loop runs for other reasons).  Timers start referenced. */
+/* As uv_ref/uv_unref: an active referenced timer keeps uv_run running; an
+ * unreferenced one still fires while the loop runs.  Timers start ref'd. */
 UVTW_EXTERN void uvtw_timer_ref(uvtw_timer_t* timer);
 UVTW_EXTERN void uvtw_timer_unref(uvtw_timer_t* timer);
 UVTW_EXTERN int uvtw_timer_has_ref(const uvtw_timer_t* timer);
 
 /* The wheel the timer was initialised on. */
 UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
-
 
 /* ---------------------------------------------------------------------- */
 /* Tasks: any thread.                                                       */
@@ -287,41 +241,18 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
 #define UVTW_THREADPOOL 1u
 
 /* Schedules cb(arg, 0) to run once delay_ms have passed since this call
- * (counted from the call by uv_hrtime(), not from when the loop sees the
- * task; never early, rounded up to a tick; on a virtual wheel, counted
- * from its clock at the call, see uvtw_wheel_advance).  If repeat_ms is
- * non-zero it runs again repeat_ms after each dispatch (the loop time at
- * which the loop ran it, or handed it to the threadpool), until cancelled
- * or closed.  cb runs on the loop thread, in deadline order with the
- * timers, ties in the order the loop took the tasks in (for one producer,
- * submission order); or with UVTW_THREADPOOL on a threadpool thread, and
- * then never concurrently with itself (a run that comes due while the
- * previous one runs starts after it).  If id is not NULL the task's id
- * is stored there before the task can run or be cancelled by anyone
- * else.
- *
- * Any thread, also from inside any callback.  No mutex and no allocation
- * in steady state: the wheel's node table grows, under a mutex, only when
- * no node is free, and keeps its size until the wheel is freed.  Nothing
- * is kept per thread.  With max_tasks set, the bound is exact.  What a
- * call costs: README.md, "What a task costs".
- *
- * Memory order: everything the calling thread wrote before uvtw_submit
- * happens-before cb runs.  The task counts in uvtw_wheel_pending and under
- * max_tasks from the moment this returns 0 until it ends; a one-shot ends
- * when its run returns.  A submit from another thread that races with
- * uvtw_wheel_close returns UV_ECANCELED (nothing scheduled) or 0 (and the
- * task gets its final call).
- *
- * Liveness: a live task keeps uv_run(UV_RUN_DEFAULT) running, as a
- * uv_queue_work request does; one submitted from another thread does so
- * from when the loop sees it; on a virtual wheel, only until the loop has
- * filed it (uvtw_wheel_advance).  The full rule: README.md, "Liveness of
- * tasks".
- *
+ * (by uv_hrtime(); never early, rounded up to a tick; on a virtual wheel,
+ * from its clock), then every repeat_ms after each run if repeat_ms is not
+ * 0, until cancelled or closed.  cb runs on the loop thread in deadline
+ * order with the timers, or with UVTW_THREADPOOL on the threadpool, never
+ * concurrently with itself.  *id (if id is not NULL) is stored before the
+ * task can run.  Any thread; lock-free, no allocation in steady state.
+ * Memory order: the caller's writes before the submit happen-before cb.
+ * The task counts in uvtw_wheel_pending and max_tasks until it ends; when
+ * it keeps the loop alive: docs/tasks.md, "Liveness".
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
- *         UV_ENOMEM     out of memory (or 2^28 task nodes in use);
+ *         UV_ENOMEM     out of memory;
  *         UV_ECANCELED  the wheel is closing.
  * On error nothing was scheduled and cb will never be called. */
 UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
@@ -332,53 +263,31 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
                             void* arg,
                             uvtw_id_t* id);
 
-/* Cancels a task.  Any thread, also from inside any callback; lock-free.
- * Exact: of a cancel, the task's expiry, its runs and close, exactly one
- * wins.
- * Returns 0           cancelled: the callback is not running and will never
- *                     run again (from inside the task's own callback: no
- *                     further run after this one).  No final call follows;
- *                     arg is the caller's again.  The task's place under
- *                     max_tasks is free at once, and its memory is reused
- *                     when the loop next runs, not kept until its
- *                     deadline.
- *         UV_EBUSY    a run is executing right now on another thread; no
- *                     further run will start after it, and the task ends
- *                     when that run returns (no final call).
- *         UV_ENOENT   id 0, an unknown id, an id issued by another wheel
- *                     (whatever its state, open, closing or freed), or a
- *                     task already cancelled or ended (a one-shot that ran,
- *                     a task given its final call), or a one-shot
- *                     cancelling itself from its own callback (its run is
- *                     its end).  Ids are never reused, so a stale or
- *                     foreign id never cancels another task.
+/* Cancels a task.  Any thread, also from any callback; lock-free.  Exact:
+ * of a cancel, the task's expiry, its runs and close, exactly one wins.
+ * Returns 0           cancelled: cb is not running and will never run again
+ *                     (from its own callback: no further run); no final
+ *                     call follows, and arg is the caller's again;
+ *         UV_EBUSY    a run is executing now on another thread: no run
+ *                     starts after it, and the task ends when it returns;
+ *         UV_ENOENT   id 0, an unknown id, another wheel's id, or a task
+ *                     that ended (a one-shot that ran or is running, one
+ *                     cancelled, one given its final call); ids are never
+ *                     reused, so a stale id never cancels another task;
  *         UV_EINVAL   wheel is NULL.
- * Memory order: when it returns 0, the cancelling thread may free arg; no
- * access to it from the wheel follows.  After uvtw_wheel_close, a cancel
- * returns 0 (no final call follows) or UV_ENOENT (one does, or did). */
+ * Memory order: after 0, no access to arg from the wheel follows. */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
 
 /* Moves a live task's next run to delay_ms from this call, counted as
- * uvtw_submit counts (never early, rounded up to a tick; on a virtual
- * wheel from its clock).  The task keeps its id, repeat, flags and place
- * under max_tasks; a repeating task runs every repeat_ms after that run,
- * as before.  Any thread, also from inside any callback; lock-free.
- * Exact, like uvtw_cancel: of a reset, the task's expiry, its runs, a
- * cancel and close, each race ends in one of these outcomes.
- * Returns 0           the task will not run before the new deadline (a
- *                     run the expiry had not begun yet, also one handed
- *                     to the threadpool and not started, waits for it).
- *                     If several resets of one task race, the deadline of
- *                     the one that stores it last applies.  After
- *                     uvtw_wheel_close began, the task still gets its
- *                     final call instead of a run.
- *         UV_EBUSY    a run is executing right now (also when called from
- *                     the task's own callback): it goes on; a repeating
- *                     task's next run is at the new deadline, and a
- *                     one-shot ends with this run.
- *         UV_ENOENT   as uvtw_cancel: id 0, an unknown or foreign id, or a
- *                     task that ended (or whose last run began after a
- *                     cancel returned UV_EBUSY).  Never moves another task.
+ * uvtw_submit counts, keeping its id, repeat, flags and place under
+ * max_tasks.  Any thread, also from any callback; lock-free.  Exact, like
+ * uvtw_cancel (docs/tasks.md, "Moving a deadline").
+ * Returns 0           the task will not run before the new deadline (after
+ *                     close began, it gets its final call instead);
+ *         UV_EBUSY    a run is executing now (also from the task's own
+ *                     callback): it goes on; a repeating task's next run is
+ *                     at the new deadline, a one-shot ends with this run;
+ *         UV_ENOENT   as uvtw_cancel; a reset never moves another task;
  *         UV_EINVAL   wheel is NULL. */
 UVTW_EXTERN int uvtw_reset(uvtw_wheel_t* wheel,
                            uvtw_id_t id,

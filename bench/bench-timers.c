@@ -662,8 +662,8 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
 /* ---------------------------------------------------------------------- */
 /* calls-*: one kind of call at a time, for instruction counts.  Each phase */
 /* is its own function (noipa: never merged or inlined), so that callgrind */
-/* gives its inclusive cost directly (see README.md, "Instructions per   */
-/* call"):                                                                */
+/* gives its inclusive cost directly (see bench/README.md, "Instructions  */
+/* per call"):                                                            */
 /*   start:   N inactive timers started at U[1 ms, 60 s];                   */
 /*   later:   each re-armed to 60 s more than its deadline (always later);  */
 /*   earlier: each re-armed back to its first timeout (always earlier);     */

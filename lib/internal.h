@@ -26,22 +26,18 @@
  *   crowded      a slot of more timers than tighten looks at: the driver's
  *                wake-up for it may be early (never late).
  *   task         work submitted by uvtw_submit, from any thread: a node of
- *                the wheel's pool (task-pool.c) with a timer of its own.
- *   record       a thread's record of a wheel (task-record.c): its cache
- *                of free nodes, its queue of ids and its counters.
- *   block        one page of a record's queue: ids that only the owner
- *                writes and only the loop reads.
- *   take in      the loop reads an id from a queue and files the task's
- *                timer (task.c); from then on the loop holds the task.
- *   take back    a cancel that wins against a task the loop has not taken
- *                in: the canceller frees the node, and marks its slot with
- *                a tombstone if it can (task-submit.c).
- *   tombstone    the value of a queue slot whose task was taken back.
- *   notice       a cancelled task's id put in the canceller's queue, so
- *                the loop unfiles its timer promptly (task-submit.c).
+ *                the wheel's node table (task-shared.c) with a timer of
+ *                its own.
+ *   gate         the one word other threads enter and leave by, which
+ *                close waits on and which counts the live tasks
+ *                (task-shared.c).
+ *   queue        the stack of nodes other threads push for the loop: new
+ *                tasks, and tasks a cancel or reset moved (task-shared.c).
+ *   take in      the loop takes the queue and files each new task's timer
+ *                (task.c); from then on the loop holds the task.
  *   held         a task the loop keeps itself alive for: taken in, or
  *                submitted on the loop thread, and not yet freed.
- *   backlog      ids a drain left in a queue; they hold the loop too.
+ *   backlog      entries a drain left for later; they hold the loop too.
  *   final call   the one cb(arg, UV_ECANCELED) a live task gets when its
  *                wheel closes.
  *   virtual      a wheel made with options.virtual_time: its clock is its

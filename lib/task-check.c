@@ -68,22 +68,25 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
       node = uvtw__node_at(tasks, i);
       w = atomic_load_explicit(&node->state, memory_order_acquire);
       held += node->held;
-      free += STATE(w) == T_FREE && GEN(w) != 0;
-      live +=
-          STATE(w) != T_FREE && STATE(w) != T_CANCELLED && STATE(w) != T_DONE;
-      CHECK(!node->held || STATE(w) != T_FREE,
+      free += UVTW__STATE(w) == UVTW__T_FREE && UVTW__GEN(w) != 0;
+      live += UVTW__STATE(w) != UVTW__T_FREE &&
+              UVTW__STATE(w) != UVTW__T_CANCELLED &&
+              UVTW__STATE(w) != UVTW__T_DONE;
+      CHECK(!node->held || UVTW__STATE(w) != UVTW__T_FREE,
             "node %" PRIu64 " is held and free", i);
-      CHECK((node->location == AT_POOL) == (node->work != NULL),
+      CHECK((node->location == UVTW__AT_WORK) == (node->work != NULL),
             "node %" PRIu64 ": location %u, work %p", i, node->location,
             (void*) node->work);
-      CHECK(node->location <= AT_FINAL_LIST, "node %" PRIu64 ": location %u", i,
-            node->location);
-      CHECK(node->location != AT_FINAL_LIST || STATE(w) == T_CLOSED,
-            "node %" PRIu64 " owed a final call in state %u", i, STATE(w));
-      CHECK(node->location != AT_WHEEL || uvtw__task_owns(&node->timer),
+      CHECK(node->location <= UVTW__AT_FINAL_LIST,
+            "node %" PRIu64 ": location %u", i, node->location);
+      CHECK(node->location != UVTW__AT_FINAL_LIST ||
+                UVTW__STATE(w) == UVTW__T_CLOSED,
+            "node %" PRIu64 " owed a final call in state %u", i,
+            UVTW__STATE(w));
+      CHECK(node->location != UVTW__AT_WHEEL || uvtw__task_owns(&node->timer),
             "node %" PRIu64 ": a timer not the tasks'", i);
-      if (node->location == AT_WHEEL)
-        counts[AT_WHEEL] += node->timer.link_.next != NULL;
+      if (node->location == UVTW__AT_WHEEL)
+        counts[UVTW__AT_WHEEL] += node->timer.link_.next != NULL;
       else
         counts[node->location]++;
     }
@@ -91,15 +94,15 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   CHECK(held == tasks->held, "held %" PRIu64 ", nodes held %" PRIu64,
         tasks->held, held);
   filed = uvtw__tasks_filed(wheel);
-  CHECK(counts[AT_WHEEL] == filed,
+  CHECK(counts[UVTW__AT_WHEEL] == filed,
         "filed %" PRIu64 ", task timers in the wheel %" PRIu64, filed,
-        counts[AT_WHEEL]);
-  CHECK(counts[AT_POOL] == list_length(&tasks->in_pool),
+        counts[UVTW__AT_WHEEL]);
+  CHECK(counts[UVTW__AT_WORK] == list_length(&tasks->in_work),
         "threadpool list %" PRIu64 ", nodes on the pool %" PRIu64,
-        list_length(&tasks->in_pool), counts[AT_POOL]);
-  CHECK(counts[AT_FINAL_LIST] == list_length(&tasks->final),
+        list_length(&tasks->in_work), counts[UVTW__AT_WORK]);
+  CHECK(counts[UVTW__AT_FINAL_LIST] == list_length(&tasks->final),
         "final list %" PRIu64 ", nodes owed a final call %" PRIu64,
-        list_length(&tasks->final), counts[AT_FINAL_LIST]);
+        list_length(&tasks->final), counts[UVTW__AT_FINAL_LIST]);
   /* A submit on the loop thread holds it at once, before a flush notes
    * the backlog. */
   CHECK(tasks->holds_loop == uvtw__tasks_hold_wanted(wheel) || wheel->closing ||
@@ -113,9 +116,9 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
         "free nodes %" PRIu64 ", on the free stack %" PRIu64, free,
         free_listed(tasks));
   gate = atomic_load_explicit(&tasks->gate, memory_order_acquire);
-  CHECK(G_LIVES(gate) == live && G_CALLS(gate) == 0,
+  CHECK(UVTW__G_LIVES(gate) == live && UVTW__G_CALLS(gate) == 0,
         "live %" PRIu64 " and calls %" PRIu64
         " in the gate, live nodes %" PRIu64,
-        G_LIVES(gate), G_CALLS(gate), live);
+        UVTW__G_LIVES(gate), UVTW__G_CALLS(gate), live);
   return 0;
 }

@@ -5,26 +5,24 @@
  *
  * Ground rules.
  *
- * 1. The gate (tasks->gate, one word): G_CLOSING | G_CLOSED | calls inside
- *    (x G_CALL) | live tasks (x G_LIVE).  Every call enters by one
- *    read-modify-write of it and leaves by another, as libuv's
- *    uv_async_send marks itself busy and uv_close waits for it:
- *      submit:        fetch_add +G_CALL +G_LIVE, undone and refused
- *                     (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
- *                     instead, refused (UV_ENOSPC) at max_tasks live;
- *      cancel, reset: fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
- *      leaving:       fetch_sub G_CALL (and G_LIVE if the call ended a
- *                     task), release.
- *    Close (loop thread) sets G_CLOSING, and finishes by one CAS that sets
- *    G_CLOSED only from a word with no call inside and no task live.  All
- *    are read-modify-writes of one word, so they are totally ordered: a
- *    submit either enters before G_CLOSING (close then waits for it and
- *    drains its task, whose final call follows) or is refused; a call
- *    that entered is waited for, and its leave (release) makes all it did
- *    visible to close's acquire.  No fence is needed.  The live count is
+ * 1. The gate (tasks->gate, one word): UVTW__G_CLOSING | UVTW__G_CLOSED | calls
+ * inside (x UVTW__G_CALL) | live tasks (x UVTW__G_LIVE).  Every call enters by
+ * one read-modify-write of it and leaves by another, as libuv's uv_async_send
+ * marks itself busy and uv_close waits for it: submit:        fetch_add
+ * +UVTW__G_CALL +UVTW__G_LIVE, undone and refused (UV_ECANCELED) if
+ * UVTW__G_CLOSING; with max_tasks, a CAS instead, refused (UV_ENOSPC) at
+ * max_tasks live; cancel, reset: fetch_add +UVTW__G_CALL, refused (UV_ENOENT)
+ * if UVTW__G_CLOSED; leaving:       fetch_sub UVTW__G_CALL (and UVTW__G_LIVE if
+ * the call ended a task), release. Close (loop thread) sets UVTW__G_CLOSING,
+ * and finishes by one CAS that sets UVTW__G_CLOSED only from a word with no
+ * call inside and no task live.  All are read-modify-writes of one word, so
+ * they are totally ordered: a submit either enters before UVTW__G_CLOSING
+ * (close then waits for it and drains its task, whose final call follows) or is
+ * refused; a call that entered is waited for, and its leave (release) makes all
+ * it did visible to close's acquire.  No fence is needed.  The live count is
  *    exact at every moment: a task counts from its submit's entry until
- *    the read-modify-write of whoever ends it (the loop, a pool thread, or
- *    a cancel's leave); a submit that close refuses counts for an instant.
+ *    the read-modify-write of whoever ends it (the loop, a threadpool thread,
+ * or a cancel's leave); a submit that close refuses counts for an instant.
  *
  * 2. A node is type-stable: chunks of the table are never moved or freed
  *    before the wheel is, so any thread may read a node found by an id's
@@ -35,46 +33,42 @@
  *                and the loop's freeing of an ended node (uvtw__node_free)
  *                that no id can move any more (ended states are final,
  *                and no reset is inside: writers 0).
- *      next      the thread that set W_INQ, then the loop.
+ *      next      the thread that set UVTW__W_INQ, then the loop.
  *      deadline  submit, before publishing; a reset, only while its
  *                writer count in the state word holds the node (so a
  *                stale id never writes another task's deadline); the loop
- *                reads it after a CAS that saw W_MOVED or took the node in
- *                (acquire), so it sees the value of the last reset that
- *                set W_MOVED, or a later one.
- *      cb, arg, repeat_ms   submit, before publishing; then read only.
- *      free_next the thread that pushes the node on the free stack (the
- *                loop, or a thread growing the table); read by poppers,
- *                whose CAS fails if the node left the stack meanwhile.
- *      the rest  the loop's (task.c).
+ *                reads it after a CAS that saw UVTW__W_MOVED or took the node
+ * in (acquire), so it sees the value of the last reset that set UVTW__W_MOVED,
+ * or a later one. cb, arg, repeat_ms   submit, before publishing; then read
+ * only. free_next the thread that pushes the node on the free stack (the loop,
+ * or a thread growing the table); read by poppers, whose CAS fails if the node
+ * left the stack meanwhile. the rest  the loop's (task.c).
  *
  * 3. The state word: generation << 24 | writers << 8 | flags | state.
  *    Every move is one CAS on the whole word, so it carries the id's
  *    generation: an id never moves another task of its node, and of a
  *    cancel, a reset, an expiry, a run and close, exactly one wins each
  *    race.  Moves (task.h lists the states):
- *      submit  FREE -> PENDING | W_INQ (then pushes the node);
+ *      submit  FREE -> PENDING | UVTW__W_INQ (then pushes the node);
  *      cancel  PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
  *              STOPPING (UV_EBUSY), or from the task's own callback, a
  *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
  *      reset   writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT); stores
- *              the deadline; writers - 1 | W_MOVED, and QUEUED -> PENDING
+ *              the deadline; writers - 1 | UVTW__W_MOVED, and QUEUED -> PENDING
  *              (0; RUNNING: UV_EBUSY, the next run of a repeating task
  *              moves), or ENOENT if the task ended meanwhile;
- *      loop    take-in: clears W_INQ (and W_MOVED as it files), sets
- *              W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if
- *              W_MOVED, clears it and re-files instead; after a run
- *              RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; close
- *              PENDING/QUEUED -> CLOSED -> DONE;
- *      pool    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE.
- *    A thread other than the loop that needs the loop to look at a node
- *    it took in (a cancel: unfile it; a reset: re-file it; the last reset
- *    writer of an ended task: free it) sets W_INQ in its CAS if it was
- *    clear, and then pushes the node: W_INQ set means "in the queue, or
- *    about to be", so a node is in the queue at most once, and the loop
- *    frees a node only with W_INQ clear and no writer.  A node not taken
- *    in yet has W_INQ (submit's push): the loop sees its latest word when
- *    it takes it in.
+ *      loop    take-in: clears UVTW__W_INQ (and UVTW__W_MOVED as it files),
+ * sets UVTW__W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if UVTW__W_MOVED,
+ * clears it and re-files instead; after a run RUNNING -> PENDING/DONE/CLOSED,
+ * STOPPING -> DONE; close PENDING/QUEUED -> CLOSED -> DONE; work    QUEUED ->
+ * RUNNING -> PENDING/DONE, STOPPING -> DONE. A thread other than the loop that
+ * needs the loop to look at a node it took in (a cancel: unfile it; a reset:
+ * re-file it; the last reset writer of an ended task: free it) sets UVTW__W_INQ
+ * in its CAS if it was clear, and then pushes the node: UVTW__W_INQ set means
+ * "in the queue, or about to be", so a node is in the queue at most once, and
+ * the loop frees a node only with UVTW__W_INQ clear and no writer.  A node not
+ * taken in yet has UVTW__W_INQ (submit's push): the loop sees its latest word
+ * when it takes it in.
  *
  * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
  *    llist: a push is a CAS of the head (release: the node's fields are
@@ -223,7 +217,7 @@ static int grow(uvtw__tasks_t* tasks) {
     node->index = (uint32_t) ((uint64_t) UVTW__CHUNK0 * ((1u << c) - 1) + i);
     if ((gen = gen_reserve(node, GEN_FIRST)) == 0)
       continue; /* retired by other wheels' use */
-    atomic_init(&node->state, gen << W_GEN_SHIFT | T_FREE);
+    atomic_init(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE);
     atomic_init(&node->free_next, first != NULL ? first->index + 1 : 0);
     if (tail == NULL)
       tail = node;
@@ -255,10 +249,10 @@ void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t gen;
 
-  gen = GEN(atomic_load_explicit(&node->state, memory_order_relaxed)) + 1;
+  gen = UVTW__GEN(atomic_load_explicit(&node->state, memory_order_relaxed)) + 1;
   if (gen == node->gen_end && (gen = gen_reserve(node, GEN_BLOCK)) == 0)
     return; /* retired: its index has no generation left */
-  atomic_store_explicit(&node->state, gen << W_GEN_SHIFT | T_FREE,
+  atomic_store_explicit(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
                         memory_order_relaxed);
   atomic_store_explicit(&node->free_next, tasks->freed_first,
                         memory_order_relaxed);
@@ -285,10 +279,11 @@ void uvtw__free_flush(uvtw__tasks_t* tasks) {
 static int enter(uvtw__tasks_t* tasks) {
   uint64_t g;
 
-  g = atomic_fetch_add_explicit(&tasks->gate, G_CALL, memory_order_acquire);
-  if (!(g & G_CLOSED))
+  g = atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL,
+                                memory_order_acquire);
+  if (!(g & UVTW__G_CLOSED))
     return 1;
-  atomic_fetch_sub_explicit(&tasks->gate, G_CALL, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&tasks->gate, UVTW__G_CALL, memory_order_relaxed);
   return 0;
 }
 
@@ -332,26 +327,26 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   if (tasks->max_tasks == 0) {
     /* One fetch_add, which never retries (a CAS loop does, under
      * contention), undone if close has begun. */
-    g = atomic_fetch_add_explicit(&tasks->gate, G_CALL + G_LIVE,
+    g = atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL + UVTW__G_LIVE,
                                   memory_order_acquire);
-    if (g & G_CLOSING) {
-      leave(tasks, G_CALL + G_LIVE);
+    if (g & UVTW__G_CLOSING) {
+      leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
       return UV_ECANCELED;
     }
   } else {
     g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
     do {
-      if (g & G_CLOSING)
+      if (g & UVTW__G_CLOSING)
         return UV_ECANCELED;
-      if (G_LIVES(g) >= tasks->max_tasks)
+      if (UVTW__G_LIVES(g) >= tasks->max_tasks)
         return UV_ENOSPC;
     } while (!atomic_compare_exchange_weak_explicit(
-        &tasks->gate, &g, g + G_CALL + G_LIVE, memory_order_acquire,
+        &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
         memory_order_relaxed));
   }
   while ((node = free_pop(tasks)) == NULL)
     if (grow(tasks) != 0) {
-      leave(tasks, G_CALL + G_LIVE);
+      leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
       return UV_ENOMEM;
     }
   node->cb = cb;
@@ -360,8 +355,9 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
   w = atomic_load_explicit(&node->state, memory_order_relaxed);
   if (id != NULL)
-    *id = (uint64_t) node->index << UVTW__GEN_BITS | GEN(w);
-  w = WITH_STATE(w, T_PENDING) | W_INQ | (flags & UVTW_THREADPOOL ? W_POOL : 0);
+    *id = (uint64_t) node->index << UVTW__GEN_BITS | UVTW__GEN(w);
+  w = UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ |
+      (flags & UVTW_THREADPOOL ? UVTW__W_WORK : 0);
   atomic_store_explicit(&node->state, w, memory_order_relaxed);
   uvtw__queue_push(tasks, node); /* release: publishes all of the above */
   /* Liveness: the loop holds itself for what its queue holds, from its
@@ -372,7 +368,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
   }
-  leave(tasks, G_CALL);
+  leave(tasks, UVTW__G_CALL);
   return 0;
 }
 
@@ -393,20 +389,20 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
   w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
                    : 0;
-  while (node != NULL && GEN(w) == (id & UVTW__GEN_MASK)) {
-    switch (STATE(w)) {
-    case T_PENDING:
-    case T_QUEUED:
+  while (node != NULL && UVTW__GEN(w) == (id & UVTW__GEN_MASK)) {
+    switch (UVTW__STATE(w)) {
+    case UVTW__T_PENDING:
+    case UVTW__T_QUEUED:
       err = 0;
-      n = WITH_STATE(w, T_CANCELLED);
+      n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
       break;
-    case T_RUNNING:
+    case UVTW__T_RUNNING:
       if (node != uvtw__tls.current_task) {
         err = UV_EBUSY; /* the run ends the task */
-        n = WITH_STATE(w, T_STOPPING);
+        n = UVTW__WITH_STATE(w, UVTW__T_STOPPING);
       } else if (node->repeat_ms != 0) {
         err = 0; /* no run after this one */
-        n = WITH_STATE(w, T_CANCELLED);
+        n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
       } else {
         goto out; /* a one-shot's run is its end */
       }
@@ -414,18 +410,18 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     default:
       goto out;
     }
-    if (err == 0 && (w & (W_TAKEN | W_INQ)) == W_TAKEN)
-      n |= W_INQ; /* the loop must unfile it: a notice */
+    if (err == 0 && (w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
+      n |= UVTW__W_INQ; /* the loop must unfile it: a notice */
     if (uvtw__task_cas(node, &w, n))
       break;
     err = UV_ENOENT;
   }
-  if (err == 0 && !(w & W_TAKEN))
+  if (err == 0 && !(w & UVTW__W_TAKEN))
     atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
-  if (err == 0 && !(w & W_INQ) && (w & W_TAKEN))
+  if (err == 0 && !(w & UVTW__W_INQ) && (w & UVTW__W_TAKEN))
     uvtw__queue_push(tasks, node);
 out:
-  leave(tasks, err == 0 ? G_CALL + G_LIVE : G_CALL);
+  leave(tasks, err == 0 ? UVTW__G_CALL + UVTW__G_LIVE : UVTW__G_CALL);
   return err;
 }
 
@@ -450,30 +446,34 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
                    : 0;
   /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
   do
-    if (node == NULL || GEN(w) != (id & UVTW__GEN_MASK) ||
-        STATE(w) < T_PENDING || STATE(w) > T_RUNNING)
+    if (node == NULL || UVTW__GEN(w) != (id & UVTW__GEN_MASK) ||
+        UVTW__STATE(w) < UVTW__T_PENDING || UVTW__STATE(w) > UVTW__T_RUNNING)
       goto out;
-  while (!uvtw__task_cas(node, &w, w + W_WRITER));
+  while (!uvtw__task_cas(node, &w, w + UVTW__W_WRITER));
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
   /* Let go, and publish the deadline (release) if the task still waits
    * or runs; a notice if the loop must re-file it, or, as the last writer
    * of a task that ended meanwhile, free it. */
-  w += W_WRITER;
+  w += UVTW__W_WRITER;
   do {
-    n = w - W_WRITER;
+    n = w - UVTW__W_WRITER;
     err = UV_ENOENT;
-    if (STATE(w) >= T_PENDING && STATE(w) <= T_RUNNING) {
-      err = STATE(w) == T_RUNNING ? UV_EBUSY : 0;
-      n = WITH_STATE(n, STATE(w) == T_QUEUED ? T_PENDING : STATE(w)) | W_MOVED;
+    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
+        UVTW__STATE(w) <= UVTW__T_RUNNING) {
+      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
+      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
+                                  ? UVTW__T_PENDING
+                                  : UVTW__STATE(w)) |
+          UVTW__W_MOVED;
     }
-    if ((n & (W_TAKEN | W_INQ)) == W_TAKEN &&
-        (err != UV_ENOENT || !(n & W_WRITERS)))
-      n |= W_INQ;
+    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
+        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
+      n |= UVTW__W_INQ;
   } while (!uvtw__task_cas(node, &w, n));
-  if ((n & W_INQ) && !(w & W_INQ))
+  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
     uvtw__queue_push(tasks, node);
 out:
-  leave(tasks, G_CALL);
+  leave(tasks, UVTW__G_CALL);
   return err;
 }
 

@@ -13,7 +13,7 @@
  * Liveness: the loop references the async handle while it holds a task
  * (accepted, not freed) or its queue holds entries (`backlog`, looked at
  * after every batch of loop work); on a virtual wheel a filed task holds
- * nothing (it waits for uvtw_wheel_advance).  README.md, "Liveness".
+ * nothing (it waits for uvtw_wheel_advance).  docs/tasks.md, "Liveness".
  */
 
 #include <stdlib.h>
@@ -79,13 +79,13 @@ static void count_filed(uvtw_wheel_t* wheel, int delta) {
 
 
 static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  if (node->location != AT_WHEEL)
+  if (node->location != UVTW__AT_WHEEL)
     return;
   if (node->timer.link_.next != NULL) {
     uvtw__core_stop_task(&wheel->core, &node->timer);
     count_filed(wheel, -1);
   }
-  node->location = AT_NONE;
+  node->location = UVTW__AT_NONE;
 }
 
 
@@ -99,11 +99,11 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
   timer->repeat_ =
-      atomic_load_explicit(&node->state, memory_order_relaxed) & W_POOL
+      atomic_load_explicit(&node->state, memory_order_relaxed) & UVTW__W_WORK
           ? 0
           : node->repeat_ms;
   timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
-  node->location = AT_WHEEL;
+  node->location = UVTW__AT_WHEEL;
   e = uvtw__core_start_task(&wheel->core, timer, ms);
   count_filed(wheel, 1);
   uvtw__driver_earlier(wheel, e);
@@ -111,21 +111,21 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
 
 
 /* Frees an ended node once nothing refers to it: not in the wheel, the
- * pool or the final list, not in the queue, no reset writing it, and not
+ * threadpool or the final list, not in the queue, no reset writing it, and not
  * the task whose callback runs now. */
 static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t w;
 
-  if (node->location != AT_NONE || node == uvtw__tls.current_task)
+  if (node->location != UVTW__AT_NONE || node == uvtw__tls.current_task)
     return;
   w = atomic_load_explicit(&node->state, memory_order_acquire);
-  if ((w & (W_INQ | W_WRITERS)) ||
-      (STATE(w) != T_CANCELLED && STATE(w) != T_DONE))
+  if ((w & (UVTW__W_INQ | UVTW__W_WRITERS)) ||
+      (UVTW__STATE(w) != UVTW__T_CANCELLED && UVTW__STATE(w) != UVTW__T_DONE))
     return;
   if (node->held) {
     node->held = 0;
     wheel->tasks.held--;
-    if (STATE(w) == T_CANCELLED)
+    if (UVTW__STATE(w) == UVTW__T_CANCELLED)
       wheel->tasks.cancelled++; /* a cancel counted it otherwise */
   }
   uvtw__node_free(&wheel->tasks, node);
@@ -139,12 +139,12 @@ static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   do
-    if (STATE(w) != T_PENDING && STATE(w) != T_QUEUED) {
+    if (UVTW__STATE(w) != UVTW__T_PENDING && UVTW__STATE(w) != UVTW__T_QUEUED) {
       release_if_idle(wheel, node);
       return;
     }
-  while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_CLOSED)));
-  node->location = AT_FINAL_LIST;
+  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_CLOSED)));
+  node->location = UVTW__AT_FINAL_LIST;
   uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
 }
 
@@ -157,27 +157,27 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   do {
-    n = (w & ~W_INQ) | W_TAKEN;
-    if (node->location != AT_POOL)
-      n &= ~W_MOVED; /* applied below; after_work_cb applies it there */
+    n = (w & ~UVTW__W_INQ) | UVTW__W_TAKEN;
+    if (node->location != UVTW__AT_WORK)
+      n &= ~UVTW__W_MOVED; /* applied below; after_work_cb applies it there */
   } while (!uvtw__task_cas(node, &w, n));
-  if (!(w & W_TAKEN) && STATE(w) == T_PENDING) {
+  if (!(w & UVTW__W_TAKEN) && UVTW__STATE(w) == UVTW__T_PENDING) {
     wheel->tasks.accepted++;
     wheel->tasks.held++;
     node->held = 1;
   }
-  switch (STATE(w)) {
-  case T_PENDING:
-    if (node->location == AT_POOL)
+  switch (UVTW__STATE(w)) {
+  case UVTW__T_PENDING:
+    if (node->location == UVTW__AT_WORK)
       break;
     if (wheel->closing)
       to_final(wheel, node);
-    else if (!(w & W_TAKEN) || (w & W_MOVED))
+    else if (!(w & UVTW__W_TAKEN) || (w & UVTW__W_MOVED))
       file_at(wheel, node,
               atomic_load_explicit(&node->deadline, memory_order_relaxed));
     break;
-  case T_CANCELLED:
-  case T_DONE:
+  case UVTW__T_CANCELLED:
+  case UVTW__T_DONE:
     unfile(wheel, node);
     release_if_idle(wheel, node);
     break;
@@ -229,7 +229,7 @@ static void after_work_cb(uv_work_t* req, int status);
 
 
 /* The pass counted the task it popped as run, by its lateness; takes that
- * off again when it neither runs nor goes to the pool (rare). */
+ * off again when it neither runs nor goes to the threadpool (rare). */
 static void uncount_lateness(uvtw_wheel_t* wheel) {
   size_t slot;
 
@@ -263,7 +263,7 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
-/* After a run on the loop, or on the pool: the task waits again, ends, or
+/* After a run on the loop, or on the threadpool: the task waits again, ends, or
  * is owed its final call.  Returns the word it moved from. */
 static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
   uint64_t w;
@@ -271,18 +271,18 @@ static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
 
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   for (;;) {
-    if (STATE(w) == T_RUNNING)
-      n = WITH_STATE(w, node->repeat_ms == 0 ? T_DONE
-                        : closing            ? T_CLOSED
-                                             : T_PENDING);
-    else if (STATE(w) == T_STOPPING)
-      n = WITH_STATE(w, T_DONE);
+    if (UVTW__STATE(w) == UVTW__T_RUNNING)
+      n = UVTW__WITH_STATE(w, node->repeat_ms == 0 ? UVTW__T_DONE
+                              : closing            ? UVTW__T_CLOSED
+                                                   : UVTW__T_PENDING);
+    else if (UVTW__STATE(w) == UVTW__T_STOPPING)
+      n = UVTW__WITH_STATE(w, UVTW__T_DONE);
     else
       return w; /* cancelled from its own callback */
     if (uvtw__task_cas(node, &w, n))
       break;
   }
-  if (STATE(n) == T_DONE)
+  if (UVTW__STATE(n) == UVTW__T_DONE)
     uvtw__live_end(t);
   return w;
 }
@@ -294,16 +294,16 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw__task_t* outer;
   uvtw__work_t* work;
   uint64_t w;
-  int pool;
+  int on_work;
 
   node = uvtw__container_of(timer, uvtw__task_t, timer);
   wheel = timer->wheel_;
   if (timer->link_.next == NULL)
     count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
   w = atomic_load_explicit(&node->state, memory_order_acquire);
-  pool = (w & W_POOL) != 0;
+  on_work = (w & UVTW__W_WORK) != 0;
   work = NULL;
-  if (pool && (work = work_get(&wheel->tasks, node)) == NULL) {
+  if (on_work && (work = work_get(&wheel->tasks, node)) == NULL) {
     /* Out of memory for the request: it tries again a millisecond later
      * (never early, never lost). */
     file_at(wheel, node, uvtw__wheel_now(wheel) + 1);
@@ -311,7 +311,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     return;
   }
   for (;;) {
-    if (STATE(w) != T_PENDING) { /* cancelled: its notice comes */
+    if (UVTW__STATE(w) != UVTW__T_PENDING) { /* cancelled: its notice comes */
       if (work != NULL)
         work_put(&wheel->tasks, node);
       unfile(wheel, node);
@@ -319,8 +319,8 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
       uncount_lateness(wheel);
       return;
     }
-    if (w & W_MOVED) { /* a reset came first: not before its deadline */
-      if (!uvtw__task_cas(node, &w, w & ~W_MOVED))
+    if (w & UVTW__W_MOVED) { /* a reset came first: not before its deadline */
+      if (!uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
         continue;
       if (work != NULL)
         work_put(&wheel->tasks, node);
@@ -329,16 +329,18 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
       uncount_lateness(wheel);
       return;
     }
-    if (uvtw__task_cas(node, &w, WITH_STATE(w, pool ? T_QUEUED : T_RUNNING)))
+    if (uvtw__task_cas(
+            node, &w,
+            UVTW__WITH_STATE(w, on_work ? UVTW__T_QUEUED : UVTW__T_RUNNING)))
       break;
   }
 
-  wheel->tasks_dispatched++; /* it runs now, or goes to the pool now */
-  if (pool) {
+  wheel->tasks_dispatched++; /* it runs now, or goes to the threadpool now */
+  if (on_work) {
     unfile(wheel, node);
-    node->location = AT_POOL;
+    node->location = UVTW__AT_WORK;
     work->dispatch_ms = uvtw__wheel_now(wheel);
-    uvtw__list_append(&wheel->tasks.in_pool, &timer->link_);
+    uvtw__list_append(&wheel->tasks.in_work, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
     uv_queue_work(wheel->loop, &work->req, work_cb, after_work_cb);
     return;
@@ -353,22 +355,23 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
    * dispatch time, and waits again, at a reset's deadline if one came
    * during the run; unless its callback closed the wheel. */
   w = after_run(node, wheel->closing != UVTW__OPEN, &wheel->tasks);
-  switch (STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
-  case T_PENDING:
+  switch (
+      UVTW__STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
+  case UVTW__T_PENDING:
     w = atomic_load_explicit(&node->state, memory_order_acquire);
-    while ((w & W_MOVED) && !uvtw__task_cas(node, &w, w & ~W_MOVED))
+    while ((w & UVTW__W_MOVED) && !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
       ;
-    if (w & W_MOVED)
+    if (w & UVTW__W_MOVED)
       file_at(wheel, node,
               atomic_load_explicit(&node->deadline, memory_order_relaxed));
     return;
-  case T_CLOSED:
+  case UVTW__T_CLOSED:
     unfile(wheel, node);
-    node->location = AT_FINAL_LIST;
+    node->location = UVTW__AT_FINAL_LIST;
     uvtw__list_append(&wheel->tasks.final, &timer->link_);
     return;
   default:
-    if (STATE(w) == T_STOPPING)
+    if (UVTW__STATE(w) == UVTW__T_STOPPING)
       wheel->tasks.cancelled++; /* a cancel returned UV_EBUSY */
     unfile(wheel, node);
     release_if_idle(wheel, node);
@@ -386,9 +389,9 @@ static void work_cb(uv_work_t* req) {
   node = work->node;
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   do
-    if (STATE(w) != T_QUEUED)
+    if (UVTW__STATE(w) != UVTW__T_QUEUED)
       return; /* cancelled, reset or closed before it started */
-  while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_RUNNING)));
+  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_RUNNING)));
   outer = uvtw__tls.current_task;
   uvtw__tls.current_task = node;
   node->cb(node->arg, 0);
@@ -398,7 +401,7 @@ static void work_cb(uv_work_t* req) {
    * after_work_cb); a repeating one waits for after_work_cb to re-file
    * it.  Close waits for after_work_cb, so the wheel is alive. */
   w = after_run(node, 0, &node->timer.wheel_->tasks);
-  work->stopped = STATE(w) == T_STOPPING;
+  work->stopped = UVTW__STATE(w) == UVTW__T_STOPPING;
 }
 
 
@@ -413,7 +416,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   node = work->node;
   wheel = node->timer.wheel_;
   uvtw__list_remove(&node->timer.link_);
-  node->location = AT_NONE;
+  node->location = UVTW__AT_NONE;
   if (work->ran)
     wheel->tasks.run++;
   if (work->stopped)
@@ -421,12 +424,13 @@ static void after_work_cb(uv_work_t* req, int status) {
   deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
   work_put(&wheel->tasks, node);
   w = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (STATE(w) == T_PENDING && status != UV_ECANCELED && !wheel->closing) {
+  if (UVTW__STATE(w) == UVTW__T_PENDING && status != UV_ECANCELED &&
+      !wheel->closing) {
     /* Due at dispatch + repeat (if that passed while it ran, it goes in
      * the next pass, never overlapping itself), or at a reset's deadline. */
-    while ((w & W_MOVED) && !uvtw__task_cas(node, &w, w & ~W_MOVED))
+    while ((w & UVTW__W_MOVED) && !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
       ;
-    if (w & W_MOVED)
+    if (w & UVTW__W_MOVED)
       deadline = atomic_load_explicit(&node->deadline, memory_order_relaxed);
     file_at(wheel, node, deadline);
     uvtw__driver_sync_ref(wheel);
@@ -437,22 +441,22 @@ static void after_work_cb(uv_work_t* req, int status) {
   }
   uvtw__tasks_flush(wheel);
   if (wheel->closing)
-    wheel->tasks.pool_returned(wheel);
+    wheel->tasks.work_returned(wheel);
 }
 
 
 int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      size_t max_tasks,
-                     void (*pool_returned)(uvtw_wheel_t* wheel)) {
+                     void (*work_returned)(uvtw_wheel_t* wheel)) {
   uvtw__tasks_t* tasks;
 
   tasks = &wheel->tasks;
   memset(tasks, 0, sizeof(*tasks));
   tasks->max_tasks = max_tasks;
-  tasks->pool_returned = pool_returned;
+  tasks->work_returned = work_returned;
   tasks->async = &wheel->async;
   atomic_init(&tasks->filed, 0);
-  uvtw__list_init(&tasks->in_pool);
+  uvtw__list_init(&tasks->in_work);
   uvtw__list_init(&tasks->final);
   return uvtw__tasks_shared_init(tasks);
 }
@@ -476,7 +480,7 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
   (void) between;
-  return G_LIVES(
+  return UVTW__G_LIVES(
       atomic_load_explicit(&wheel->tasks.gate, memory_order_relaxed));
 }
 
@@ -514,7 +518,8 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
 
 
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
-  atomic_fetch_or_explicit(&wheel->tasks.gate, G_CLOSING, memory_order_acq_rel);
+  atomic_fetch_or_explicit(&wheel->tasks.gate, UVTW__G_CLOSING,
+                           memory_order_acq_rel);
   uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
   uvtw__tasks_flush(wheel);
   /* The rest runs from the async callback, outside the caller's stack;
@@ -532,13 +537,13 @@ static void run_finals(uvtw_wheel_t* wheel) {
     node =
         uvtw__container_of(wheel->tasks.final.next, uvtw__task_t, timer.link_);
     uvtw__list_remove(&node->timer.link_);
-    node->location = AT_NONE;
+    node->location = UVTW__AT_NONE;
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
     uvtw__live_end(&wheel->tasks);
     /* Only resets move a CLOSED task's word (their writer count). */
     w = atomic_load_explicit(&node->state, memory_order_acquire);
-    while (!uvtw__task_cas(node, &w, WITH_STATE(w, T_DONE)))
+    while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
       ;
     release_if_idle(wheel, node);
   }
@@ -558,24 +563,24 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
       ;
     run_finals(wheel); /* user code: may submit (refused) or cancel */
   } while (atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL);
-  /* Queued pool work is cancelled; running work is waited for. */
-  for (link = tasks->in_pool.next; link != &tasks->in_pool; link = link->next) {
+  /* Queued threadpool work is cancelled; running work is waited for. */
+  for (link = tasks->in_work.next; link != &tasks->in_work; link = link->next) {
     node = uvtw__container_of(link, uvtw__task_t, timer.link_);
     if (!node->work->uv_cancel_asked) {
       node->work->uv_cancel_asked = 1;
       uv_cancel((uv_req_t*) &node->work->req);
     }
   }
-  if (!uvtw__list_empty(&tasks->in_pool))
+  if (!uvtw__list_empty(&tasks->in_work))
     return 0; /* after_work_cb calls again */
   /* Done once no task is live and no call is inside, in one CAS: a call
-   * that enters later finds G_CLOSED.  Until then (a submit on its way to
+   * that enters later finds UVTW__G_CLOSED.  Until then (a submit on its way to
    * the queue, a cancel about to leave), look again next iteration. */
   g = atomic_load_explicit(&tasks->gate, memory_order_acquire);
-  if (G_CALLS(g) != 0 || G_LIVES(g) != 0 ||
-      !atomic_compare_exchange_strong_explicit(&tasks->gate, &g, g | G_CLOSED,
-                                               memory_order_acquire,
-                                               memory_order_relaxed)) {
+  if (UVTW__G_CALLS(g) != 0 || UVTW__G_LIVES(g) != 0 ||
+      !atomic_compare_exchange_strong_explicit(
+          &tasks->gate, &g, g | UVTW__G_CLOSED, memory_order_acquire,
+          memory_order_relaxed)) {
     uv_async_send(&wheel->async);
     return 0;
   }

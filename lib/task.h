@@ -37,34 +37,38 @@ typedef struct uvtw__work_s uvtw__work_t;
 /* The state word of a node: generation << 24 | writers << 8 | flags |
  * state.  task-shared.c, "Ground rules", says who may make which move. */
 enum {
-  T_FREE,      /* on the free stack, or never used */
-  T_PENDING,   /* waiting: in the queue, in the wheel, or between runs */
-  T_QUEUED,    /* handed to uv_queue_work, not started */
-  T_RUNNING,   /* its callback is executing */
-  T_STOPPING,  /* running, and a cancel returned UV_EBUSY: its last run */
-  T_CANCELLED, /* ended by a cancel that returned 0 */
-  T_DONE,      /* ended by its (last) run, or after its final call */
-  T_CLOSED     /* owed its final UV_ECANCELED call */
+  UVTW__T_FREE,      /* on the free stack, or never used */
+  UVTW__T_PENDING,   /* waiting: in the queue, in the wheel, or between runs */
+  UVTW__T_QUEUED,    /* handed to uv_queue_work, not started */
+  UVTW__T_RUNNING,   /* its callback is executing */
+  UVTW__T_STOPPING,  /* running, and a cancel returned UV_EBUSY: its last run */
+  UVTW__T_CANCELLED, /* ended by a cancel that returned 0 */
+  UVTW__T_DONE,      /* ended by its (last) run, or after its final call */
+  UVTW__T_CLOSED     /* owed its final UV_ECANCELED call */
 };
-#define W_STATE ((uint64_t) 0xf)
-#define W_POOL ((uint64_t) 0x10)     /* UVTW_THREADPOOL */
-#define W_INQ ((uint64_t) 0x20)      /* in the queue, or about to be pushed */
-#define W_TAKEN ((uint64_t) 0x40)    /* the loop has taken it in */
-#define W_MOVED ((uint64_t) 0x80)    /* a reset's deadline is not applied yet */
-#define W_WRITER ((uint64_t) 1 << 8) /* one uvtw_reset writing `deadline` */
-#define W_WRITERS ((uint64_t) 0xffff << 8)
-#define W_GEN_SHIFT 24
-#define STATE(w) ((unsigned) ((w) &W_STATE))
-#define GEN(w) ((w) >> W_GEN_SHIFT)
-#define WITH_STATE(w, st) (((w) & ~W_STATE) | (st))
+#define UVTW__W_STATE ((uint64_t) 0xf)
+#define UVTW__W_WORK ((uint64_t) 0x10) /* UVTW_THREADPOOL */
+#define UVTW__W_INQ                                                            \
+ ((uint64_t) 0x20)                      /* in the queue, or about to be pushed \
+                                         */
+#define UVTW__W_TAKEN ((uint64_t) 0x40) /* the loop has taken it in */
+#define UVTW__W_MOVED                                                          \
+ ((uint64_t) 0x80) /* a reset's deadline is not applied yet */
+#define UVTW__W_WRITER                                                         \
+ ((uint64_t) 1 << 8) /* one uvtw_reset writing `deadline` */
+#define UVTW__W_WRITERS ((uint64_t) 0xffff << 8)
+#define UVTW__W_GEN_SHIFT 24
+#define UVTW__STATE(w) ((unsigned) ((w) &UVTW__W_STATE))
+#define UVTW__GEN(w) ((w) >> UVTW__W_GEN_SHIFT)
+#define UVTW__WITH_STATE(w, st) (((w) & ~UVTW__W_STATE) | (st))
 
 /* Where a taken-in node is, for the loop. */
-enum { AT_NONE, AT_WHEEL, AT_POOL, AT_FINAL_LIST };
+enum { UVTW__AT_NONE, UVTW__AT_WHEEL, UVTW__AT_WORK, UVTW__AT_FINAL_LIST };
 
 struct uvtw__task_s {
   /* Shared (task-shared.c). */
   _Alignas(64) _Atomic uint64_t state;
-  uvtw__task_t* _Atomic next; /* queue link, while W_INQ */
+  uvtw__task_t* _Atomic next; /* queue link, while UVTW__W_INQ */
   _Atomic uint64_t deadline;  /* ms: written by submit and by resets */
   _Atomic uint32_t free_next; /* free stack link: index + 1, 0 at end */
   uint32_t index;             /* written once, before the chunk is shared */
@@ -92,12 +96,12 @@ struct uvtw__work_s {
 };
 
 /* The gate word: close's flags, the calls inside, the live tasks. */
-#define G_CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
-#define G_CLOSED ((uint64_t) 2)  /* close is done with the tasks */
-#define G_CALL ((uint64_t) 1 << 2)
-#define G_CALLS(g) (((g) >> 2) & 0xfffff)
-#define G_LIVE ((uint64_t) 1 << 22)
-#define G_LIVES(g) ((g) >> 22)
+#define UVTW__G_CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
+#define UVTW__G_CLOSED ((uint64_t) 2)  /* close is done with the tasks */
+#define UVTW__G_CALL ((uint64_t) 1 << 2)
+#define UVTW__G_CALLS(g) (((g) >> 2) & 0xfffff)
+#define UVTW__G_LIVE ((uint64_t) 1 << 22)
+#define UVTW__G_LIVES(g) ((g) >> 22)
 
 typedef struct uvtw__tasks_s {
   /* Shared, each on a line of its own (padding, not _Alignas: the wheel
@@ -132,7 +136,7 @@ typedef struct uvtw__tasks_s {
   int backlog;               /* the queue or the inbox holds entries */
   int woken;                 /* an async callback has run: tasks may exist */
   uint64_t held;             /* tasks accepted, not freed */
-  struct uvtw__link in_pool; /* nodes with work on the threadpool */
+  struct uvtw__link in_work; /* nodes with work on the threadpool */
   struct uvtw__link final;   /* nodes owed their final call */
   uvtw__work_t* free_works;
   /* Task timers active in the core; read by any thread (pending). */
@@ -143,7 +147,7 @@ typedef struct uvtw__tasks_s {
   uint64_t closed;
   uint64_t high_water;
   uint64_t async_wakeups;
-  void (*pool_returned)(uvtw_wheel_t* wheel);
+  void (*work_returned)(uvtw_wheel_t* wheel);
 } uvtw__tasks_t;
 
 /* This thread's task state: the task whose callback runs on it (a cancel
@@ -182,7 +186,7 @@ static inline int uvtw__task_cas(uvtw__task_t* node, uint64_t* w, uint64_t n) {
 extern _Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
 
 /* task-shared.c, for the loop: */
-/* Pushes the node on the queue (its W_INQ set by the caller's CAS), and
+/* Pushes the node on the queue (its UVTW__W_INQ set by the caller's CAS), and
  * wakes the loop if the queue was empty. */
 void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node);
 /* Gives an ended node its next generation and adds it to the loop's chain
@@ -192,7 +196,7 @@ void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__free_flush(uvtw__tasks_t* tasks);
 /* A live task ended (any thread). */
 static inline void uvtw__live_end(uvtw__tasks_t* tasks) {
-  atomic_fetch_sub_explicit(&tasks->gate, G_LIVE, memory_order_release);
+  atomic_fetch_sub_explicit(&tasks->gate, UVTW__G_LIVE, memory_order_release);
 }
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);
 void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
@@ -200,7 +204,7 @@ void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
 /* task.c: the interface the wheel uses. */
 int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      size_t max_tasks,
-                     void (*pool_returned)(uvtw_wheel_t* wheel));
+                     void (*work_returned)(uvtw_wheel_t* wheel));
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Loop thread: the task counters of uvtw_stats_t. */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);

@@ -12,9 +12,9 @@
 
 int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      size_t max_tasks,
-                     void (*pool_returned)(uvtw_wheel_t* wheel)) {
+                     void (*work_returned)(uvtw_wheel_t* wheel)) {
   (void) max_tasks;
-  (void) pool_returned;
+  (void) work_returned;
   memset(&wheel->tasks, 0, sizeof(wheel->tasks));
   return 0;
 }

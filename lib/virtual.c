@@ -25,9 +25,8 @@
  *     early (a stale slot minimum or overflow bound, core.h) only
  *     re-files; each pass takes now_tick up to its tick, and next_expiry
  *     is beyond now_tick unless work is ready, so the loop ends.  A step
- *     costs the same beside any number of far timers or of threads'
- *     records: neither is walked per pass (nor, with no task to take in,
- *     per call). */
+ *     costs the same beside any number of far timers: the overflow list
+ *     is not walked per pass (core.h, overflow_min). */
 
 #include "internal.h"
 

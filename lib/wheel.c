@@ -3,7 +3,7 @@
  * the after-pass hook it gives the driver, the cross-thread wake-up,
  * walk, stats and pending.  When the driver is armed is driver.c's.
  *
- * Close is owned here (wheel->closing); task-close.c does the task steps.  In
+ * Close is owned here (wheel->closing); task.c does the task steps.  In
  * this order:
  *   1. uvtw_wheel_close (loop thread): OPEN -> CLOSING_TASKS.
  *      uvtw__tasks_close_begin refuses submits from now on (UV_ECANCELED),
@@ -14,16 +14,17 @@
  *      the caller's stack, and the loop keeps running until close is done.
  *   2. On every async callback, and whenever a threadpool run comes back
  *      (close_continue): uvtw__tasks_close_step drains the
- *      producers' queues, makes the final calls, uv_cancels queued
- *      threadpool work, and reports done only when it counts no task live (see
- *      task-close.c); it then sets CLOSED: a cancel from then on
- *      returns UV_ENOENT without touching the tasks.  Until then it
+ *      queue, makes the final calls, uv_cancels queued threadpool work,
+ *      and reports done only when no task is live and no other thread's
+ *      call is inside (the gate, task-shared.c); the gate is then closed: a
+ *      cancel or reset from then on returns UV_ENOENT without touching the
+ *      tasks.  Until then it
  *      signals the async handle again, or waits for the threadpool's
  *      after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare
  *      handles close.
  *   4. The last of their close callbacks calls the user's close callback,
- *      then frees the node pool, the producer records and the wheel. */
+ *      then frees the node table and the wheel. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,8 @@ static void close_continue(uvtw_wheel_t* wheel);
 
 
 /* The task half after every pass (the driver's after_pass): the nodes of
- * tasks that ended in it go back to the node pool, and the tasks the loop holds
- * keep it alive, or stop. */
+ * tasks that ended in it go back to the free stack, and the tasks the loop
+ * holds keep it alive, or stop. */
 static void tasks_after_pass(uvtw_wheel_t* wheel) {
   if (uvtw__tasks_may_be_busy(&wheel->tasks))
     uvtw__tasks_pass_flush(wheel);
@@ -143,7 +144,7 @@ static void handle_closed(uv_handle_t* handle) {
   if (--wheel->handles_closing != 0)
     return;
   /* Step 4.  Calls into the wheel must have returned before cb runs, so
-   * the node pool and the producer records go only after it. */
+   * the node table goes only after it. */
   if (wheel->close_cb != NULL)
     wheel->close_cb(wheel);
   uvtw__tasks_destroy(wheel);

@@ -18,7 +18,7 @@
 
 #define AT_NONE 0
 #define AT_WHEEL 1
-#define AT_POOL 2
+#define AT_WORK 2
 #define AT_FINAL_LIST 3
 
 #define W_NONE 0    /* no threadpool request */
@@ -335,16 +335,16 @@ inline take() {
     inq = 0;
     taken = 1;
     if
-    :: loc != AT_POOL -> moved = 0
+    :: loc != AT_WORK -> moved = 0
     :: else
     fi
   }
   if
-  :: w_st == PENDING && loc == AT_POOL
-  :: w_st == PENDING && loc != AT_POOL && g_closing -> to_final()
-  :: w_st == PENDING && loc != AT_POOL && !g_closing && (!w_taken || w_moved) ->
+  :: w_st == PENDING && loc == AT_WORK
+  :: w_st == PENDING && loc != AT_WORK && g_closing -> to_final()
+  :: w_st == PENDING && loc != AT_WORK && !g_closing && (!w_taken || w_moved) ->
     file_at_deadline()
-  :: w_st == PENDING && loc != AT_POOL && !g_closing && w_taken && !w_moved
+  :: w_st == PENDING && loc != AT_WORK && !g_closing && w_taken && !w_moved
   :: w_st == CANCELLED || w_st == DONE ->
     if
     :: loc == AT_WHEEL -> loc = AT_NONE
@@ -371,7 +371,7 @@ inline fire() {
   if
   :: act == 0 -> loc = AT_NONE; release_if_idle()
   :: act == 1 -> file_at_deadline()
-  :: act == 2 && pool -> loc = AT_POOL; wran = 0; wq = W_QUEUED
+  :: act == 2 && pool -> loc = AT_WORK; wran = 0; wq = W_QUEUED
   :: act == 2 && !pool ->
     /* The pass re-filed a repeating timer before the run. */
     if

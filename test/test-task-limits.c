@@ -44,7 +44,7 @@
  *                  loop sleeps in epoll for 1 h: uv_run returns soon); a
  *                  task submitted from another thread after uv_run
  *                  returned does not (nothing wakes the owner: the
- *                  liveness rule in README.md, Liveness of tasks), and is
+ *                  liveness rule in docs/tasks.md, "Liveness"), and is
  * drained by a later run.  Submits from the loop thread: test-task-liveness.c.
  *   early_cancel_stats  uvtw_stats_t: a task cancelled before the loop
  *                  took it in counts in tasks_accepted and tasks_cancelled

@@ -122,8 +122,8 @@ static void worker_main(void* arg) {
 /* The timer's end is the last thing that keeps the loop alive but for the
  * tasks.  It ends one callback after the worker's submits were seen done:
  * an iteration (with its poll phase, which takes the tasks in) lies in
- * between, as the liveness rule asks of a plain uv_timer_t (README.md,
- * Liveness of tasks; a loaded machine may start the worker after the first
+ * between, as the liveness rule asks of a plain uv_timer_t (docs/tasks.md,
+ * "Liveness"; a loaded machine may start the worker after the first
  * callback). */
 static void join_cb(uv_timer_t* timer) {
   if (!worker_seen_done) {

@@ -4,7 +4,8 @@
  * 1000 ms timer), exactly as it would for a uv_timer_t; nothing wakes the
  * loop earlier.  uv_loop_alive(loop) is 0 as soon as the wheel has nothing
  * referenced left.  (uv_backend_timeout is 0 until the loop has run once,
- * so the loop runs once with UV_RUN_NOWAIT first: README.md, Semantics.) */
+ * so the loop runs once with UV_RUN_NOWAIT first: docs/timers.md, "Which
+ * libuv".) */
 
 #include "test-cases.h"
 #include "timer-harness.h"

@@ -6,7 +6,7 @@
  * iterations (timeouts from 0) and from the timers' own callbacks
  * (timeouts from 0 on libuv 1.48 and later; from 1 ms before 1.48, which
  * runs a 0 ms uv_timer_t started inside a timer callback in the same pass,
- * where uvtw waits for the next iteration: README.md, Semantics, "Which
+ * where uvtw waits for the next iteration: docs/timers.md, "Which
  * libuv").
  *
  * Each side keeps its own copy of the script's random state and draws from

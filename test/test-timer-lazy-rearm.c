@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* When a restart to a later deadline only rewrites the timer (the lazy
  * re-arm), also for the timer the driver waits for, and that the driver's
- * wake-up stays exact where README.md ("Wake-ups") says it does:
+ * wake-up stays exact where docs/timers.md ("Wake-ups") says it does:
  *   crowded_slot    the driver was armed for a slot of more than 8 timers
  *                   (too many to tighten): the timer it waits for is re-armed
  *                   lazily, its list links untouched; the wake-up stays at

@@ -6,7 +6,7 @@
  * and from a uv_timer_t callback (timeouts from 0), from a uvtw callback
  * (timeouts from 0 on libuv 1.48 and later; from 1 ms before 1.48, which
  * runs a 0 ms uv_timer_t started inside a timer callback in the same pass,
- * where uvtw waits for the next iteration: README.md, Semantics, "Which
+ * where uvtw waits for the next iteration: docs/timers.md, "Which
  * libuv"), and as repeating pairs whose first three runs are compared. */
 
 #include "timer-harness.h"

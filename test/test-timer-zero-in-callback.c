@@ -11,7 +11,7 @@
  * that started it, and the test checks which of the two the twin did
  * against uv_version(), the run-time check the driver makes (driver.c).
  * Order: a uvtw timer started in a pass never runs before the timers that
- * were already due in that pass.  (README.md, Semantics: "Snapshot" and
+ * were already due in that pass.  (docs/timers.md: "Snapshot" and
  * "Which libuv".) */
 
 #include "test-cases.h"

@@ -35,8 +35,8 @@ static uint64_t free_listed(const uvtw__tasks_t* tasks) {
   uint64_t n;
 
   n = 0;
-  link =
-      (uint32_t) atomic_load_explicit(&tasks->free_top, memory_order_acquire);
+  link = UVTW__FREE_LINK(
+      atomic_load_explicit(&tasks->free_top, memory_order_acquire));
   for (; link != 0; n++) {
     node = uvtw__node_at(tasks, link - 1);
     link = atomic_load_explicit(&node->free_next, memory_order_relaxed);

@@ -79,8 +79,10 @@
  *    empty, so no entry is left without a wake-up, and no fence is needed.
  *
  * 5. The free stack (tasks->free_top) is a Treiber stack of node indices
- *    with a 32-bit ABA tag in the same 64-bit word (lock-free on every
- *    target: i686, armv7 and aarch64 have 64-bit CAS).  The loop pushes a
+ *    with a 35-bit ABA tag in the same 64-bit word (lock-free on every
+ *    target: i686, armv7 and aarch64 have 64-bit CAS, and the static
+ *    asserts below check it, with the 8-byte alignment GCC 11 and clang
+ *    give 64-bit atomics on 32-bit targets).  The loop pushes a
  *    chain of freed nodes per batch of work; producers pop one node.  An
  *    empty stack grows the table under grow_lock, the one mutex: only
  *    when no free node is left.
@@ -96,6 +98,12 @@
 #include <string.h>
 
 #include "internal.h"
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
+               "64-bit atomics must be lock-free (the gate, the free stack, "
+               "the state words)");
+_Static_assert(_Alignof(_Atomic uint64_t) == 8,
+               "64-bit atomics must be 8-byte aligned (GCC >= 11 or clang)");
 
 _Thread_local uvtw__tls_t uvtw__tls __attribute__((tls_model("initial-exec")));
 
@@ -143,9 +151,9 @@ static void free_push(uvtw__tasks_t* tasks,
 
   top = atomic_load_explicit(&tasks->free_top, memory_order_relaxed);
   do {
-    atomic_store_explicit(&last->free_next, (uint32_t) top,
+    atomic_store_explicit(&last->free_next, UVTW__FREE_LINK(top),
                           memory_order_relaxed);
-    next = ((top >> 32) + 1) << 32 | (first->index + 1);
+    next = UVTW__FREE_NEXT_TAG(top) | (first->index + 1);
   } while (!atomic_compare_exchange_weak_explicit(&tasks->free_top, &top, next,
                                                   memory_order_release,
                                                   memory_order_relaxed));
@@ -160,11 +168,11 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
   uint64_t next;
 
   top = atomic_load_explicit(&tasks->free_top, memory_order_acquire);
-  while ((uint32_t) top != 0) {
-    node = uvtw__node_at(tasks, (uint32_t) top - 1);
+  while (UVTW__FREE_LINK(top) != 0) {
+    node = uvtw__node_at(tasks, UVTW__FREE_LINK(top) - 1);
     if (node == NULL)
       UVTW__UNREACHABLE(); /* a listed node's chunk is published */
-    next = ((top >> 32) + 1) << 32 |
+    next = UVTW__FREE_NEXT_TAG(top) |
            atomic_load_explicit(&node->free_next, memory_order_relaxed);
     if (atomic_compare_exchange_weak_explicit(&tasks->free_top, &top, next,
                                               memory_order_acquire,
@@ -186,6 +194,7 @@ static int grow(uvtw__tasks_t* tasks) {
   void* mem;
   size_t n;
   size_t i;
+  _Atomic uint64_t* gens;
   unsigned c;
   int err;
 
@@ -193,7 +202,8 @@ static int grow(uvtw__tasks_t* tasks) {
   err = 0;
   uv_mutex_lock(&tasks->grow_lock);
   c = tasks->nchunks;
-  if ((uint32_t) atomic_load_explicit(&tasks->free_top, memory_order_relaxed))
+  if (UVTW__FREE_LINK(
+          atomic_load_explicit(&tasks->free_top, memory_order_relaxed)))
     goto out;
   err = UV_ENOMEM;
   n = (size_t) UVTW__CHUNK0 << c;
@@ -202,10 +212,10 @@ static int grow(uvtw__tasks_t* tasks) {
   uv_mutex_lock(&gen_lock);
   if (uvtw__gen_chunks[c] == NULL)
     uvtw__gen_chunks[c] = calloc(n, sizeof(*uvtw__gen_chunks[c]));
+  gens = uvtw__gen_chunks[c]; /* read under the lock: others may set it */
   uv_mutex_unlock(&gen_lock);
   /* One node more, to start the chunk on a cache line. */
-  if (uvtw__gen_chunks[c] == NULL ||
-      (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
+  if (gens == NULL || (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
     goto out;
   tasks->chunk_mem[c] = mem;
   chunk = (uvtw__task_t*) (((uintptr_t) mem + 63) & ~(uintptr_t) 63);

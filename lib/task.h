@@ -26,6 +26,15 @@ typedef struct uvtw__work_s uvtw__work_t;
  * issued, so id 0 and a never-used node name nothing. */
 #define UVTW__INDEX_BITS 28
 #define UVTW__GEN_BITS (64 - UVTW__INDEX_BITS)
+/* The free stack's top word: an ABA tag above UVTW__FREE_LINK_BITS, the
+ * top node's index + 1 below (0: empty).  The tag takes every bit the link
+ * does not need, 35, so that a thread would have to stall through 2^35
+ * pushes and pops for a stale CAS to succeed. */
+#define UVTW__FREE_LINK_BITS (UVTW__INDEX_BITS + 1)
+#define UVTW__FREE_LINK(top)                                                   \
+ ((uint32_t) ((top) & (((uint64_t) 1 << UVTW__FREE_LINK_BITS) - 1)))
+#define UVTW__FREE_NEXT_TAG(top)                                               \
+ ((((top) >> UVTW__FREE_LINK_BITS) + 1) << UVTW__FREE_LINK_BITS)
 #define UVTW__GEN_MASK (((uint64_t) 1 << UVTW__GEN_BITS) - 1)
 
 /* Chunk c of the node table holds UVTW__CHUNK0 << c nodes: 20 chunks
@@ -113,7 +122,7 @@ typedef struct uvtw__tasks_s {
   char pad1_[64];
   uvtw__task_t* _Atomic head; /* the queue, newest first */
   char pad2_[64];
-  _Atomic uint64_t free_top; /* tag << 32 | index + 1 of the top node */
+  _Atomic uint64_t free_top; /* UVTW__FREE_LINK, with its ABA tag */
   char pad3_[64];
   /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;

@@ -181,8 +181,8 @@ static void corrupt_free(void) {
   populate();
   uvtw__tasks_flush(wheel); /* the loop's freed nodes onto the stack */
   saved = atomic_load(&wheel->tasks.free_top);
-  ASSERT_NE(0, (int) (uint32_t) saved);
-  top = uvtw__node_at(&wheel->tasks, (uint32_t) saved - 1);
+  ASSERT_NE(0, (int) UVTW__FREE_LINK(saved));
+  top = uvtw__node_at(&wheel->tasks, UVTW__FREE_LINK(saved) - 1);
   /* The top node dropped from the stack: lost, neither free nor used. */
   atomic_store(&wheel->tasks.free_top, atomic_load(&top->free_next));
   expect_ok(0);

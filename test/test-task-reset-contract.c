@@ -181,35 +181,49 @@ static vtask_t* other_b;
 static uint64_t other_before;
 
 
+static vtask_t* other_c;
+static uint64_t other_before_c;
+
+
 static void other_thread_resets(void* arg) {
   (void) arg;
   other_before = hr_ms();
   ASSERT_EQ(0, uvtw_reset(wheel, other_a->t.id, 150));
   ASSERT_EQ(0, uvtw_reset(wheel, other_b->t.id, 150));
+  submit(&other_c->t, 5, 0, 0);
+  other_before_c = hr_ms();
+  ASSERT_EQ(0, uvtw_reset(wheel, other_c->t.id, 150));
 }
 
 
-/* A reset from a thread that is not the loop's counts from that call. */
+/* A reset from a thread that is not the loop's counts from that call,
+ * also of a task that thread submitted and the loop has not taken in
+ * yet. */
 static void reset_from_other_thread(void) {
   vtask_t a;
   vtask_t b;
+  vtask_t c;
   uv_thread_t th;
 
   setup(0);
   vtask_init(&a);
   vtask_init(&b);
+  vtask_init(&c);
   submit(&a.t, HOUR_MS, 0, 0);
   submit(&b.t, 5, 0, UVTW_THREADPOOL);
   other_a = &a;
   other_b = &b;
+  other_c = &c;
   ASSERT_UV_OK(uv_thread_create(&th, other_thread_resets, NULL));
   ASSERT_UV_OK(uv_thread_join(&th));
   wait_a = &a.t;
   wait_b = &b.t;
   run_until(both_ran, 0);
+  run_until(pending_zero, 0);
   ASSERT_UGE(ns_to_ms(a.t.start_ns[0]) - other_before, 150);
   ASSERT_UGE(ns_to_ms(b.t.start_ns[0]) - other_before, 150);
-  run_until(pending_zero, 0);
+  ASSERT_EQ(1, atomic_load(&c.t.runs));
+  ASSERT_UGE(ns_to_ms(c.t.start_ns[0]) - other_before_c, 150);
   teardown();
 }
 
@@ -243,6 +257,8 @@ static void other_thread_resets_40(void* arg) {
   (void) arg;
   ASSERT_EQ(0, uvtw_reset(wheel, other_a->t.id, 40));
   ASSERT_EQ(0, uvtw_reset(wheel, other_b->t.id, 40));
+  submit(&other_c->t, 10, 0, 0);
+  ASSERT_EQ(0, uvtw_reset(wheel, other_c->t.id, 40));
 }
 
 
@@ -253,10 +269,12 @@ static int a_ran(void) {
 
 /* Virtual wheel, a reset from another thread counts from the wheel's
  * clock: due at t0 + 10, reset at t0 + 4 to 40 ms, so due at t0 + 44; the
- * threadpool task is not handed over before then. */
+ * threadpool task is not handed over before then.  So does a task that
+ * thread submits and resets before the loop took it in. */
 static void virtual_other_thread(void) {
   vtask_t a;
   vtask_t b;
+  vtask_t c;
   uv_thread_t th;
   uint64_t t0;
 
@@ -264,6 +282,8 @@ static void virtual_other_thread(void) {
   t0 = uvtw_wheel_now(wheel);
   vtask_init(&a);
   vtask_init(&b);
+  vtask_init(&c);
+  other_c = &c;
   submit(&a.t, 10, 0, 0);
   submit(&b.t, 10, 0, UVTW_THREADPOOL);
   advance(4);
@@ -276,9 +296,12 @@ static void virtual_other_thread(void) {
   run_for(30); /* time for a wrongly handed-over run to show */
   ASSERT_EQ(0, atomic_load(&a.t.runs));
   ASSERT_EQ(0, atomic_load(&b.t.runs));
+  ASSERT_EQ(0, atomic_load(&c.t.runs));
   advance(1);
   ASSERT_EQ(1, atomic_load(&a.t.runs));
   ASSERT_UEQ(t0 + 44, a.now[0]);
+  ASSERT_EQ(1, atomic_load(&c.t.runs));
+  ASSERT_UEQ(t0 + 44, c.now[0]);
   wait_a = &b.t;
   run_until(a_ran, 0);
   run_until(pending_zero, 0);
@@ -316,6 +339,42 @@ static void virtual_earlier_exact(void) {
   advance(200000);
   ASSERT_EQ(1, atomic_load(&a.t.runs));
   ASSERT_EQ(1, atomic_load(&b.t.runs));
+  teardown();
+}
+
+
+static vtask_t* cb_later;
+
+
+static void resetting_hook(task_t* t, int run) {
+  vhook(t, run);
+  ASSERT_EQ(0, atomic_load(&cb_later->t.runs));
+  ASSERT_EQ(0, uvtw_reset(wheel, cb_later->t.id, 20));
+}
+
+
+/* From inside another task's callback, in one advance: x runs at t0 + 5
+ * and moves `later` from t0 + 10 to t0 + 25, where it runs, in that
+ * advance. */
+static void virtual_reset_in_callback(void) {
+  vtask_t x;
+  vtask_t later;
+  uint64_t t0;
+
+  setup_virtual(1);
+  t0 = uvtw_wheel_now(wheel);
+  vtask_init(&x);
+  vtask_init(&later);
+  x.t.hook = resetting_hook;
+  cb_later = &later;
+  submit(&x.t, 5, 0, 0);
+  submit(&later.t, 10, 0, 0);
+  advance(30);
+  ASSERT_EQ(1, atomic_load(&x.t.runs));
+  ASSERT_UEQ(t0 + 5, x.now[0]);
+  ASSERT_EQ(1, atomic_load(&later.t.runs));
+  ASSERT_UEQ(t0 + 25, later.now[0]);
+  ASSERT_EQ(0, (int) uvtw_wheel_pending(wheel));
   teardown();
 }
 
@@ -1094,6 +1153,7 @@ static const test_case_t cases[] = {
   TEST_CASE(virtual_later_exact),
   TEST_CASE(virtual_earlier_exact),
   TEST_CASE(virtual_other_thread),
+  TEST_CASE(virtual_reset_in_callback),
   TEST_CASE(virtual_tick),
   TEST_CASE(virtual_repeat_kept),
   TEST_CASE(id_kept),

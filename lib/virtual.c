@@ -42,6 +42,18 @@ static void set_clock(uvtw_wheel_t* wheel, uint64_t ms) {
 }
 
 
+/* Takes in a batch of what the queue holds, if it holds anything (one load
+ * of its head): tasks other threads submitted, and the cancels and resets
+ * of tasks the loop holds, from any thread, a callback of this advance
+ * included, so that a task a callback moves earlier runs at its new
+ * deadline in this advance. */
+static void take_in(uvtw_wheel_t* wheel) {
+  if (wheel->tasks.backlog ||
+      atomic_load_explicit(&wheel->tasks.head, memory_order_relaxed) != NULL)
+    uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
+}
+
+
 int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
   uint64_t last_tick;
   uint64_t target;
@@ -55,21 +67,18 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
   if (wheel->advancing)
     return UV_EBUSY;
   wheel->advancing = 1;
-  /* Tasks other threads have published are taken in first, a batch as in
-   * the async callback, so that a submit that happened before this call
-   * is filed (and, if due in the span, runs) before time moves; the async
-   * handle's wake-up takes in any rest.  Only if there may be any (one
-   * load of the queue's head), so that a call with nothing to take in
-   * costs nothing. */
-  if (wheel->tasks.backlog ||
-      atomic_load_explicit(&wheel->tasks.head, memory_order_relaxed) != NULL)
-    uvtw__tasks_drain(wheel, UVTW__DRAIN_BATCH);
   target = uvtw__sat_add(wheel->virtual_now, ms);
   /* The last tick the span reaches; one whose first millisecond would be
    * past UINT64_MAX is never reached (as a saturated deadline is never
    * reached in real time). */
   last_tick = target / wheel->core.tick_ms;
   while (!wheel->closing) {
+    /* Before the clock moves, and after each pass: a submit that happened
+     * before this call is filed (and, if due in the span, runs) before
+     * time moves on; the async handle's wake-up takes in any rest. */
+    take_in(wheel);
+    if (wheel->closing)
+      break;
     next = uvtw__core_next_expiry(&wheel->core);
     if (next == UVTW__NO_TICK || next > last_tick)
       break;

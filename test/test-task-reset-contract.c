@@ -346,10 +346,13 @@ static void virtual_earlier_exact(void) {
 static vtask_t* cb_later;
 
 
+static uint64_t cb_delay = 20;
+
+
 static void resetting_hook(task_t* t, int run) {
   vhook(t, run);
   ASSERT_EQ(0, atomic_load(&cb_later->t.runs));
-  ASSERT_EQ(0, uvtw_reset(wheel, cb_later->t.id, 20));
+  ASSERT_EQ(0, uvtw_reset(wheel, cb_later->t.id, cb_delay));
 }
 
 
@@ -374,6 +377,33 @@ static void virtual_reset_in_callback(void) {
   ASSERT_UEQ(t0 + 5, x.now[0]);
   ASSERT_EQ(1, atomic_load(&later.t.runs));
   ASSERT_UEQ(t0 + 25, later.now[0]);
+  ASSERT_EQ(0, (int) uvtw_wheel_pending(wheel));
+  teardown();
+}
+
+
+/* The same, earlier: x at t0 + 5 moves `later` from t0 + 1000 to t0 + 8,
+ * where it runs, in that advance (no lateness in virtual time). */
+static void virtual_reset_earlier_in_callback(void) {
+  vtask_t x;
+  vtask_t later;
+  uint64_t t0;
+
+  setup_virtual(1);
+  t0 = uvtw_wheel_now(wheel);
+  vtask_init(&x);
+  vtask_init(&later);
+  x.t.hook = resetting_hook;
+  cb_later = &later;
+  cb_delay = 3;
+  submit(&x.t, 5, 0, 0);
+  submit(&later.t, 1000, 0, 0);
+  advance(30);
+  cb_delay = 20;
+  ASSERT_EQ(1, atomic_load(&x.t.runs));
+  ASSERT_UEQ(t0 + 5, x.now[0]);
+  ASSERT_EQ(1, atomic_load(&later.t.runs));
+  ASSERT_UEQ(t0 + 8, later.now[0]);
   ASSERT_EQ(0, (int) uvtw_wheel_pending(wheel));
   teardown();
 }
@@ -1154,6 +1184,7 @@ static const test_case_t cases[] = {
   TEST_CASE(virtual_earlier_exact),
   TEST_CASE(virtual_other_thread),
   TEST_CASE(virtual_reset_in_callback),
+  TEST_CASE(virtual_reset_earlier_in_callback),
   TEST_CASE(virtual_tick),
   TEST_CASE(virtual_repeat_kept),
   TEST_CASE(id_kept),

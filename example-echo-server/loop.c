@@ -421,6 +421,7 @@ static void loop_thread(void* arg) {
   uv_sem_post(&start->ready); /* `start` is main's, and gone after this */
   if (err != 0)
     return; /* main exits */
+  uv_sem_wait(&srv.loops_go);
   uv_poll_start(&lp->listen_poll, UV_READABLE, on_listen_readable);
   uv_run(&lp->loop, UV_RUN_DEFAULT);
   err = uv_loop_close(&lp->loop);
@@ -433,7 +434,8 @@ static void loop_thread(void* arg) {
 
 
 /* Starts the loops one after the other, each on its own thread, so that
- * loop 0 has bound the port before the others share it. */
+ * loop 0 has bound the port before the others share it; then lets them
+ * all serve at once, when srv.loops[] is complete. */
 int loops_start(void) {
   loop_start_t start;
   unsigned i;
@@ -442,7 +444,8 @@ int loops_start(void) {
   srv.nloops = opt.loops;
   atomic_store(&srv.loops_draining, (int) srv.nloops);
   atomic_store(&srv.loops_running, (int) srv.nloops);
-  if (uv_sem_init(&start.ready, 0) != 0)
+  if (uv_sem_init(&start.ready, 0) != 0 ||
+      uv_sem_init(&srv.loops_go, 0) != 0)
     return UV_ENOMEM;
   for (i = 0; i < srv.nloops; i++) {
     start.index = i;
@@ -457,6 +460,8 @@ int loops_start(void) {
       return start.err; /* main exits: loops already running go with it */
   }
   uv_sem_destroy(&start.ready);
+  for (i = 0; i < srv.nloops; i++)
+    uv_sem_post(&srv.loops_go);
   return 0;
 }
 
@@ -470,6 +475,7 @@ int loops_join(void) {
     uv_thread_join(&srv.threads[i]);
     bad |= srv.loops[i]->loop_close_err != 0;
   }
+  uv_sem_destroy(&srv.loops_go);
   return bad ? -1 : 0;
 }
 

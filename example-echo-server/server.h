@@ -251,6 +251,10 @@ struct loop_s {
 struct server_s {
   loop_t* loops[MAX_LOOPS];
   uv_thread_t threads[MAX_LOOPS]; /* threads[i] runs loops[i] */
+  /* Posted once per loop when every loop is set up: no loop serves before
+   * all of loops[] is written, so a STATS that reads the other loops
+   * happens after their creation. */
+  uv_sem_t loops_go;
   unsigned nloops;
   int port;                           /* the port every loop listens on */
   atomic_uint_fast64_t nconns;        /* open connections on all loops */

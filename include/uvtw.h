@@ -137,8 +137,8 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * this returns.  Then the handles close, cb(wheel) runs (cb may be NULL)
  * and the wheel is freed; the loop must run for that.  From now on
  * uvtw_timer_start and uvtw_submit return UV_ECANCELED.  Close waits for
- * other threads' calls already inside the wheel, but other threads must
- * stop calling into it before cb runs (docs/wheel.md, "Closing").
+ * other threads' calls already inside the wheel, but every other thread's
+ * call must have returned before cb runs (docs/wheel.md, "Closing").
  * Loop thread.
  * Errors: UV_EINVAL  wheel is NULL or already closing. */
 UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
@@ -272,8 +272,8 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     starts after it, and the task ends when it returns;
  *         UV_ENOENT   id 0, an unknown id, another wheel's id, or a task
  *                     that ended (a one-shot that ran or is running, one
- *                     cancelled, one given its final call); ids are never
- *                     reused, so a stale id never cancels another task;
+ *                     cancelled, one owed or given its final call); ids are
+ *                     never reused: a stale id never cancels another task;
  *         UV_EINVAL   wheel is NULL.
  * Memory order: after 0, no access to arg from the wheel follows. */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
@@ -282,8 +282,8 @@ UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
  * uvtw_submit counts, keeping its id, repeat, flags and place under
  * max_tasks.  Any thread, also from any callback; lock-free.  Exact, like
  * uvtw_cancel (docs/tasks.md, "Moving a deadline").
- * Returns 0           the task will not run before the new deadline (after
- *                     close began, it gets its final call instead);
+ * Returns 0           the task will not run before the new deadline (of
+ *                     racing resets, the last to store it applies);
  *         UV_EBUSY    a run is executing now (also from the task's own
  *                     callback): it goes on; a repeating task's next run is
  *                     at the new deadline, a one-shot ends with this run;

@@ -1,28 +1,33 @@
 /* SPDX-License-Identifier: MIT */
+/* clang-format off */
 /* Everything of a wheel's tasks that threads other than the loop touch:
  * the node table, the free stack, the queue, the gate, and uvtw_submit,
  * uvtw_cancel and uvtw_reset.  The loop's side is task.c.
  *
- * Ground rules.
+ * Ground rules.  (Flag names here drop their UVTW__ prefix: G_CLOSING is
+ * UVTW__G_CLOSING, W_INQ is UVTW__W_INQ, and so on, as in task.h.)
  *
- * 1. The gate (tasks->gate, one word): UVTW__G_CLOSING | UVTW__G_CLOSED | calls
- * inside (x UVTW__G_CALL) | live tasks (x UVTW__G_LIVE).  Every call enters by
- * one read-modify-write of it and leaves by another, as libuv's uv_async_send
- * marks itself busy and uv_close waits for it: submit:        fetch_add
- * +UVTW__G_CALL +UVTW__G_LIVE, undone and refused (UV_ECANCELED) if
- * UVTW__G_CLOSING; with max_tasks, a CAS instead, refused (UV_ENOSPC) at
- * max_tasks live; cancel, reset: fetch_add +UVTW__G_CALL, refused (UV_ENOENT)
- * if UVTW__G_CLOSED; leaving:       fetch_sub UVTW__G_CALL (and UVTW__G_LIVE if
- * the call ended a task), release. Close (loop thread) sets UVTW__G_CLOSING,
- * and finishes by one CAS that sets UVTW__G_CLOSED only from a word with no
- * call inside and no task live.  All are read-modify-writes of one word, so
- * they are totally ordered: a submit either enters before UVTW__G_CLOSING
- * (close then waits for it and drains its task, whose final call follows) or is
- * refused; a call that entered is waited for, and its leave (release) makes all
- * it did visible to close's acquire.  No fence is needed.  The live count is
+ * 1. The gate (tasks->gate, one word): G_CLOSING | G_CLOSED | calls inside
+ *    (x G_CALL) | live tasks (x G_LIVE).  Every call enters by one
+ *    read-modify-write of it and leaves by another, as libuv's
+ *    uv_async_send marks itself busy and uv_close waits for it:
+ *      submit:        fetch_add +G_CALL +G_LIVE, undone and refused
+ *                     (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
+ *                     instead, refused (UV_ENOSPC) at max_tasks live;
+ *      cancel, reset: fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
+ *      leaving:       fetch_sub G_CALL (and G_LIVE if the call ended a
+ *                     task), release.
+ *    Close (loop thread) sets G_CLOSING, and finishes by one CAS that sets
+ *    G_CLOSED only from a word with no call inside and no task live.  All
+ *    are read-modify-writes of one word, so they are totally ordered: a
+ *    submit either enters before G_CLOSING (close then waits for it and
+ *    drains its task, whose final call follows) or is refused; a call
+ *    that entered is waited for, and its leave (release) makes all it did
+ *    visible to close's acquire.  No fence is needed.  The live count is
  *    exact at every moment: a task counts from its submit's entry until
- *    the read-modify-write of whoever ends it (the loop, a threadpool thread,
- * or a cancel's leave); a submit that close refuses counts for an instant.
+ *    the read-modify-write of whoever ends it (the loop, a threadpool
+ *    thread, or a cancel's leave); a submit that close refuses counts for
+ *    an instant.
  *
  * 2. A node is type-stable: chunks of the table are never moved or freed
  *    before the wheel is, so any thread may read a node found by an id's
@@ -33,42 +38,49 @@
  *                and the loop's freeing of an ended node (uvtw__node_free)
  *                that no id can move any more (ended states are final,
  *                and no reset is inside: writers 0).
- *      next      the thread that set UVTW__W_INQ, then the loop.
+ *      next      the thread that set W_INQ, then the loop.
  *      deadline  submit, before publishing; a reset, only while its
  *                writer count in the state word holds the node (so a
  *                stale id never writes another task's deadline); the loop
- *                reads it after a CAS that saw UVTW__W_MOVED or took the node
- * in (acquire), so it sees the value of the last reset that set UVTW__W_MOVED,
- * or a later one. cb, arg, repeat_ms   submit, before publishing; then read
- * only. free_next the thread that pushes the node on the free stack (the loop,
- * or a thread growing the table); read by poppers, whose CAS fails if the node
- * left the stack meanwhile. the rest  the loop's (task.c).
+ *                reads it after a CAS that saw W_MOVED or took the node in
+ *                (acquire), so it sees the value of the last reset that
+ *                set W_MOVED, or a later one.
+ *      cb, arg, repeat_ms   submit, before publishing; then read only.
+ *      free_next the thread that pushes the node on the free stack (the
+ *                loop, or a thread growing the table); read by poppers,
+ *                whose CAS fails if the node left the stack meanwhile.
+ *      the rest  the loop's (task.c).
  *
  * 3. The state word: generation << 24 | writers << 8 | flags | state.
  *    Every move is one CAS on the whole word, so it carries the id's
  *    generation: an id never moves another task of its node, and of a
  *    cancel, a reset, an expiry, a run and close, exactly one wins each
  *    race.  Moves (task.h lists the states):
- *      submit  FREE -> PENDING | UVTW__W_INQ (then pushes the node);
+ *      submit  FREE -> PENDING | W_INQ (then pushes the node);
  *      cancel  PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
  *              STOPPING (UV_EBUSY), or from the task's own callback, a
  *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
  *      reset   writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT); stores
- *              the deadline; writers - 1 | UVTW__W_MOVED, and QUEUED -> PENDING
+ *              the deadline; writers - 1 | W_MOVED, and QUEUED -> PENDING
  *              (0; RUNNING: UV_EBUSY, the next run of a repeating task
  *              moves), or ENOENT if the task ended meanwhile;
- *      loop    take-in: clears UVTW__W_INQ (and UVTW__W_MOVED as it files),
- * sets UVTW__W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if UVTW__W_MOVED,
- * clears it and re-files instead; after a run RUNNING -> PENDING/DONE/CLOSED,
- * STOPPING -> DONE; close PENDING/QUEUED -> CLOSED -> DONE; work    QUEUED ->
- * RUNNING -> PENDING/DONE, STOPPING -> DONE. A thread other than the loop that
- * needs the loop to look at a node it took in (a cancel: unfile it; a reset:
- * re-file it; the last reset writer of an ended task: free it) sets UVTW__W_INQ
- * in its CAS if it was clear, and then pushes the node: UVTW__W_INQ set means
- * "in the queue, or about to be", so a node is in the queue at most once, and
- * the loop frees a node only with UVTW__W_INQ clear and no writer.  A node not
- * taken in yet has UVTW__W_INQ (submit's push): the loop sees its latest word
- * when it takes it in.
+ *      loop    take-in: clears W_INQ, and W_MOVED as it files the node
+ *              whatever its state (a take-in never runs during a run of
+ *              the task, so no run can be moved by it), sets
+ *              W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if
+ *              W_MOVED, clears it and re-files instead; after a run
+ *              RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; close
+ *              PENDING/QUEUED -> CLOSED -> DONE;
+ *      work    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE
+ *              (after_work_cb clears W_MOVED as it re-files).
+ *    A thread other than the loop that needs the loop to look at a node
+ *    it took in (a cancel: unfile it; a reset: re-file it; the last reset
+ *    writer of an ended task: free it) sets W_INQ in its CAS if it was
+ *    clear, and then pushes the node: W_INQ set means "in the queue, or
+ *    about to be", so a node is in the queue at most once, and the loop
+ *    frees a node only with W_INQ clear and no writer.  A node not taken
+ *    in yet has W_INQ (submit's push): the loop sees its latest word when
+ *    it takes it in.
  *
  * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
  *    llist: a push is a CAS of the head (release: the node's fields are
@@ -93,6 +105,7 @@
  *    is never reused, and is UV_ENOENT on every other wheel.  An index
  *    with no generation left is retired (never reused).
  */
+/* clang-format on */
 
 #include <stdlib.h>
 #include <string.h>

@@ -344,9 +344,7 @@ static void virtual_earlier_exact(void) {
 
 
 static vtask_t* cb_later;
-
-
-static uint64_t cb_delay = 20;
+static uint64_t cb_delay;
 
 
 static void resetting_hook(task_t* t, int run) {
@@ -356,10 +354,10 @@ static void resetting_hook(task_t* t, int run) {
 }
 
 
-/* From inside another task's callback, in one advance: x runs at t0 + 5
- * and moves `later` from t0 + 10 to t0 + 25, where it runs, in that
- * advance. */
-static void virtual_reset_in_callback(void) {
+/* From inside another task's callback, in one advance(30): x runs at
+ * t0 + 5 and resets `later`, submitted for `delay`, to 5 + `new_delay`,
+ * where it runs, in that advance (no lateness in virtual time). */
+static void reset_in_callback(uint64_t delay, uint64_t new_delay) {
   vtask_t x;
   vtask_t later;
   uint64_t t0;
@@ -370,42 +368,28 @@ static void virtual_reset_in_callback(void) {
   vtask_init(&later);
   x.t.hook = resetting_hook;
   cb_later = &later;
+  cb_delay = new_delay;
   submit(&x.t, 5, 0, 0);
-  submit(&later.t, 10, 0, 0);
+  submit(&later.t, delay, 0, 0);
   advance(30);
   ASSERT_EQ(1, atomic_load(&x.t.runs));
   ASSERT_UEQ(t0 + 5, x.now[0]);
   ASSERT_EQ(1, atomic_load(&later.t.runs));
-  ASSERT_UEQ(t0 + 25, later.now[0]);
+  ASSERT_UEQ(t0 + 5 + new_delay, later.now[0]);
   ASSERT_EQ(0, (int) uvtw_wheel_pending(wheel));
   teardown();
 }
 
 
-/* The same, earlier: x at t0 + 5 moves `later` from t0 + 1000 to t0 + 8,
- * where it runs, in that advance (no lateness in virtual time). */
-static void virtual_reset_earlier_in_callback(void) {
-  vtask_t x;
-  vtask_t later;
-  uint64_t t0;
+/* Later: from t0 + 10 to t0 + 25. */
+static void virtual_reset_in_callback(void) {
+  reset_in_callback(10, 20);
+}
 
-  setup_virtual(1);
-  t0 = uvtw_wheel_now(wheel);
-  vtask_init(&x);
-  vtask_init(&later);
-  x.t.hook = resetting_hook;
-  cb_later = &later;
-  cb_delay = 3;
-  submit(&x.t, 5, 0, 0);
-  submit(&later.t, 1000, 0, 0);
-  advance(30);
-  cb_delay = 20;
-  ASSERT_EQ(1, atomic_load(&x.t.runs));
-  ASSERT_UEQ(t0 + 5, x.now[0]);
-  ASSERT_EQ(1, atomic_load(&later.t.runs));
-  ASSERT_UEQ(t0 + 8, later.now[0]);
-  ASSERT_EQ(0, (int) uvtw_wheel_pending(wheel));
-  teardown();
+
+/* Earlier: from t0 + 1000 to t0 + 8. */
+static void virtual_reset_earlier_in_callback(void) {
+  reset_in_callback(1000, 3);
 }
 
 

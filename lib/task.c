@@ -212,6 +212,7 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
   }
   if (n > tasks->high_water)
     tasks->high_water = n;
+  tasks->woken = 1; /* tasks may exist now: passes flush after them */
   uvtw__tasks_flush(wheel);
   uvtw__driver_sync_ref(wheel);
   return tasks->backlog;

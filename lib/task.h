@@ -141,10 +141,10 @@ typedef struct uvtw__tasks_s {
   uvtw__task_t* inbox;  /* taken from the queue, oldest first */
   uint32_t freed_first; /* ended nodes for the free stack: index + 1 */
   uvtw__task_t* freed_last;
-  int holds_loop;            /* the async handle is referenced for tasks */
-  int backlog;               /* the queue or the inbox holds entries */
-  int woken;                 /* an async callback has run: tasks may exist */
-  uint64_t held;             /* tasks accepted, not freed */
+  int holds_loop; /* the async handle is referenced for tasks */
+  int backlog;    /* the queue or the inbox holds entries */
+  int woken;      /* an async callback or a drain has run: tasks may exist */
+  uint64_t held;  /* tasks accepted, not freed */
   struct uvtw__link in_work; /* nodes with work on the threadpool */
   struct uvtw__link final;   /* nodes owed their final call */
   uvtw__work_t* free_works;
@@ -223,8 +223,9 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
  * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel);
-/* Non-zero unless no async callback has run yet and the queue is empty:
- * then a pass does not need uvtw__tasks_pass_flush. */
+/* Non-zero unless nothing was taken in yet (no async callback, no drain by
+ * uvtw_wheel_advance) and the queue is empty: then a pass does not need
+ * uvtw__tasks_pass_flush. */
 static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
   return tasks->woken ||
          atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;

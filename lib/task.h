@@ -223,9 +223,8 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
  * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
 void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel);
-/* Non-zero unless nothing was taken in yet (no async callback, no drain by
- * uvtw_wheel_advance) and the queue is empty: then a pass does not need
- * uvtw__tasks_pass_flush. */
+/* Non-zero unless nothing was taken in yet (no async callback or drain) and
+ * the queue is empty: then a pass needs no uvtw__tasks_pass_flush. */
 static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
   return tasks->woken ||
          atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;

@@ -4,10 +4,8 @@
  * A wheel attaches to a uv_loop_t and keeps one uv_timer_t armed for the
  * next moment it has work.  Loop-thread timers (uvtw_timer_*) mirror
  * uv_timer_* at O(1) cost, with no allocation.  Any thread submits, cancels
- * and resets tasks (uvtw_submit, uvtw_cancel, uvtw_reset), lock-free; they
- * run on the loop thread or libuv's threadpool.  Built with the CMake option
- * UVTW_TASKS=OFF, the library holds the timers only, and the task calls
- * return UV_ENOSYS.
+ * and resets tasks, lock-free; they run on the loop thread or libuv's
+ * threadpool (built with UVTW_TASKS=OFF, the task calls return UV_ENOSYS).
  *
  * As in libuv: 0 or a negative UV_E* code, and a call that fails changes
  * nothing and its callback never runs.  Times are ms on the wheel's clock
@@ -15,7 +13,7 @@
  * "Loop thread": the thread that runs the loop, or, while it does not run,
  * the wheel's creator (which must be that thread).  "Any thread": safe from
  * every thread at once, also inside callbacks.  Requires libuv >= 1.44.
- * The full semantics: docs/wheel.md, timers.md, tasks.md, virtual-time.md. */
+ * Full semantics: docs/wheel.md, timers.md, tasks.md, virtual-time.md. */
 
 #ifndef UVTW_H
 #define UVTW_H
@@ -29,9 +27,8 @@
 extern "C" {
 #endif
 
-/* The exported functions (hidden visibility hides the rest).  On Windows, as
- * in uv.h: UVTW_BUILDING_SHARED builds the DLL, UVTW_USING_SHARED links it
- * (CMake's uvtw::uvtw defines it); the static library needs neither. */
+/* On Windows, as in uv.h: UVTW_BUILDING_SHARED builds the DLL,
+ * UVTW_USING_SHARED (CMake's uvtw::uvtw defines it) links it. */
 #if defined(_WIN32) && defined(UVTW_BUILDING_SHARED)
 # define UVTW_EXTERN __declspec(dllexport)
 #elif defined(_WIN32) && defined(UVTW_USING_SHARED)
@@ -66,14 +63,19 @@ typedef struct uvtw_options_s {
   uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
   size_t max_tasks; /* bound on live cross-thread tasks; 0 = no bound */
   int virtual_time; /* non-zero: a clock of its own (uvtw_wheel_advance) */
+  /* Non-zero: a start's or submit's deadline counts from uv_hrtime() at the
+   * call, rounded up, so no callback runs before its timeout has truly
+   * passed; a timer may then fire one iteration later than uv_timer_t's
+   * (docs/timers.md, "Precise deadlines").  No effect on a virtual wheel. */
+  int precise;
+  uint64_t task_leeway_ms; /* every task's leeway, as uvtw_timer_set_leeway */
 } uvtw_options_t;
 
 /* The buckets of uvtw_stats_t.lateness. */
 #define UVTW_LATENESS_BUCKETS 16
 
-/* Counters of one wheel (docs/wheel.md, "Counters").  The task counters
- * trail other threads' calls by up to one loop iteration; tasks_live is
- * exact: the tasks live at one moment during the call. */
+/* Counters of one wheel (docs/wheel.md, "Counters"); the task counters but
+ * tasks_live trail other threads' calls by up to one loop iteration. */
 typedef struct uvtw_stats_s {
   uint64_t timers_active;    /* loop-thread timers now active */
   uint64_t tasks_live;       /* cross-thread tasks accepted, not yet finished */
@@ -86,39 +88,32 @@ typedef struct uvtw_stats_s {
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
   uint64_t queue_high_water; /* most submissions taken in one batch */
-  /* Callbacks by how late they ran: the wheel's clock when the callback
-   * starts minus its deadline rounded up to a tick.  lateness[0]: on
-   * time; lateness[i], i = 1..14: late by 2^(i-1) to 2^i - 1 ms;
-   * lateness[15]: by 2^14 ms or more (docs/virtual-time.md, "Lateness"). */
+  /* Callbacks by lateness (the clock at the callback minus the deadline
+   * rounded up to a tick, leeway included): [0] on time, [i] 2^(i-1) to
+   * 2^i - 1 ms, [15] 2^14 ms or more (docs/virtual-time.md, "Lateness"). */
   uint64_t lateness[UVTW_LATENESS_BUCKETS];
 } uvtw_stats_t;
 
-/* Private: a link in one of the wheel's intrusive lists. */
-struct uvtw__link {
+struct uvtw__link { /* private */
   struct uvtw__link* next;
   struct uvtw__link* prev;
 };
 
-/* A loop-thread timer, caller-allocated (usually embedded) and set up by
- * uvtw_timer_init().  Not a handle: an inactive timer may simply be freed;
- * an active one must be stopped before its memory is reused. */
+/* A loop-thread timer, caller-allocated, set up by uvtw_timer_init().  Not a
+ * handle: an inactive one may be freed; stop an active one first. */
 struct uvtw_timer_s {
-  void* data; /* public */
-  /* private */
+  void* data;              /* public; the rest is private */
   struct uvtw__link link_; /* next == NULL iff inactive */
   uvtw_wheel_t* wheel_;
   uvtw_timer_cb cb_;  /* NULL until first started */
   uint64_t deadline_; /* loop ms, saturated */
   uint64_t repeat_;
-  /* (Re)start order above bit 1, which breaks deadline ties; bit 0: the
-   * timer is referenced; bit 1: the library's own. */
-  uint64_t order_;
+  uint64_t order_; /* start order, which breaks ties, and flags */
 };
 
-/* ---------------------------------------------------------------------- */
-/* The wheel.                                                               */
+/* ---- The wheel. ------------------------------------------------------- */
 
-/* The defaults: tick_ms 1, max_tasks 0, virtual_time 0.  Any thread. */
+/* The defaults: every field 0 but tick_ms 1.  Any thread. */
 UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
 /* Creates a wheel on `loop` into *out; opts may be NULL for the defaults.
@@ -136,25 +131,21 @@ UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
  * gets exactly one final cb(arg, UV_ECANCELED) on the loop thread, after
  * this returns.  Then the handles close, cb(wheel) runs (cb may be NULL)
  * and the wheel is freed; the loop must run for that.  From now on
- * uvtw_timer_start and uvtw_submit return UV_ECANCELED.  Close waits for
- * other threads' calls already inside the wheel, but every other thread's
- * call must have returned before cb runs (docs/wheel.md, "Closing").
- * Loop thread.
- * Errors: UV_EINVAL  wheel is NULL or already closing. */
+ * uvtw_timer_start and uvtw_submit return UV_ECANCELED.  Other threads'
+ * calls must have returned before cb runs (docs/wheel.md, "Closing").  Loop
+ * thread.  Errors: UV_EINVAL  wheel is NULL or already closing. */
 UVTW_EXTERN int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb);
 
 /* The loop the wheel is attached to.  Any thread. */
 UVTW_EXTERN uv_loop_t* uvtw_wheel_loop(const uvtw_wheel_t* wheel);
-
-/* The wheel's clock in ms: uv_now(loop), or a virtual wheel's own.  Loop
- * thread. */
+/* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop thread. */
 UVTW_EXTERN uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel);
 
 /* Moves a virtual wheel's clock forward by `ms` (saturating) and, before
  * it returns, runs every timer and loop-thread task that comes due on the
  * way, also those that callbacks start inside the span, in real time's
- * order.  Each callback sees uvtw_wheel_now() at its own deadline rounded
- * up to a tick: no lateness, so a repeating timer fires once per period.
+ * order.  Each callback sees uvtw_wheel_now() at the tick its deadline (and
+ * leeway) gives it: no lateness, so a repeating timer fires once a period.
  * ms = 0 runs what is due now.  A virtual wheel's timers never wake the
  * loop nor keep uv_run running.  If a callback closes the wheel, advance
  * returns 0 at once.  Loop thread.  docs/virtual-time.md has the rules.
@@ -173,21 +164,24 @@ UVTW_EXTERN void uvtw_wheel_walk(uvtw_wheel_t* wheel,
 UVTW_EXTERN void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
 
 /* An upper bound in ms on the q-quantile (q clamped to 0..1) of
- * stats->lateness: the bound of the bucket holding rank ceil(q * total), 0,
- * 1, 3, ..., 2^14 - 1 or UINT64_MAX; 0 if nothing was counted.  Defined for
- * any counts.  Any thread (it reads only *stats). */
+ * stats->lateness: the bound of the bucket holding rank ceil(q * total) (0,
+ * 1, 3, ..., 2^14 - 1 or UINT64_MAX), 0 if none.  Any thread. */
 UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
+
+/* Ms until the earliest active timer or filed task runs (0 if due now),
+ * UINT64_MAX if none: uvtw_wheel_advance(w, uvtw_wheel_next_due(w)) runs
+ * the next event of a virtual wheel.  O(timers due near it).  Loop thread. */
+UVTW_EXTERN uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel);
 
 /* Active timers plus live tasks (exact; a task counts until it ends).  Any
  * thread: from another, the timers may miss a start or stop meanwhile. */
 UVTW_EXTERN size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel);
 
-/* ---------------------------------------------------------------------- */
-/* Timers: loop thread only, never allocate.                                */
+/* ---- Timers: loop thread only, never allocate. ------------------------ */
 
-/* Binds `timer` to `wheel`, inactive and referenced; undefined on an active
- * timer.  Errors: UV_EINVAL  wheel or timer is NULL. */
+/* Binds `timer` to `wheel`, inactive, referenced, no leeway; undefined on
+ * an active timer.  Errors: UV_EINVAL  wheel or timer is NULL. */
 UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
 
 /* Starts (or restarts, if active) the timer: cb runs once the wheel's
@@ -204,21 +198,29 @@ UVTW_EXTERN int uvtw_timer_start(uvtw_timer_t* timer,
                                  uint64_t timeout,
                                  uint64_t repeat);
 
-/* Stops the timer; its callback will not run.  Idempotent, safe from any
- * callback and on a timer never started.  Always returns 0. */
+/* Stops the timer; its callback will not run.  Idempotent, also from any
+ * callback or on a timer never started.  Always returns 0. */
 UVTW_EXTERN int uvtw_timer_stop(uvtw_timer_t* timer);
 
 /* Restarts the timer with timeout = repeat; does nothing if repeat is 0.
  * Errors: UV_EINVAL  never started; UV_ECANCELED  the wheel is closing. */
 UVTW_EXTERN int uvtw_timer_again(uvtw_timer_t* timer);
 
-/* The repeat interval, used from the timer's next run (or by
- * uvtw_timer_again); setting it does not (re)start the timer. */
+/* The repeat, used from the next run or uvtw_timer_again; no restart. */
 UVTW_EXTERN void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat);
 UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 
-/* Ms until the timer fires (its deadline rounded up to a tick, minus the
- * wheel's clock); 0 if inactive or overdue. */
+/* Lets the timer run up to `ms` late (0, the default: exact), so that the
+ * wheel serves timers due close together with one wake-up.  Never early, and
+ * the order stays (deadline, start).  The wheel uses 2^k - 1 ticks, the most
+ * that fits in ms; get_leeway returns that.  A repeating timer with leeway
+ * keeps to its grid: run k is due at start + k * repeat (docs/timers.md).
+ * Errors: UV_EINVAL  timer is NULL; UV_EBUSY  the timer is active. */
+UVTW_EXTERN int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms);
+UVTW_EXTERN uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer);
+
+/* Ms until the timer fires (when the wheel will run it, minus the wheel's
+ * clock); 0 if inactive or overdue. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
 /* Non-zero if active; a repeating timer is, inside its own callback. */
@@ -233,23 +235,22 @@ UVTW_EXTERN int uvtw_timer_has_ref(const uvtw_timer_t* timer);
 /* The wheel the timer was initialised on. */
 UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
 
-/* ---------------------------------------------------------------------- */
-/* Tasks: any thread.                                                       */
+/* ---- Tasks: any thread. ---------------------------------------------- */
 
 /* Run the task's callback on libuv's threadpool (uv_queue_work) instead of
  * on the loop thread. */
 #define UVTW_THREADPOOL 1u
 
 /* Schedules cb(arg, 0) to run once delay_ms have passed since this call
- * (by uv_hrtime(); never early, rounded up to a tick; on a virtual wheel,
- * from its clock), then every repeat_ms after each run if repeat_ms is not
- * 0, until cancelled or closed.  cb runs on the loop thread in deadline
- * order with the timers, or with UVTW_THREADPOOL on the threadpool, never
- * concurrently with itself.  *id (if id is not NULL) is stored before the
- * task can run.  Any thread; lock-free, no allocation in steady state.
- * Memory order: the caller's writes before the submit happen-before cb.
- * The task counts in uvtw_wheel_pending and max_tasks until it ends; when
- * it keeps the loop alive: docs/tasks.md, "Liveness".
+ * (by uv_hrtime() in ms, or on a virtual wheel its clock; rounded up to a
+ * tick, late by up to options.task_leeway_ms), then every repeat_ms after
+ * each run if repeat_ms is not 0, until cancelled or closed.  cb runs on
+ * the loop thread in deadline order with the timers, or with
+ * UVTW_THREADPOOL on the threadpool, never concurrently with itself.  *id
+ * (if not NULL) is stored before the task can run.  Any thread; lock-free,
+ * no allocation in steady state.  Memory order: the caller's writes
+ * before the submit happen-before cb.  The task counts in pending and
+ * max_tasks until it ends (docs/tasks.md, "Liveness").
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
  *         UV_ENOMEM     out of memory;
@@ -272,8 +273,7 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     starts after it, and the task ends when it returns;
  *         UV_ENOENT   id 0, an unknown id, another wheel's id, or a task
  *                     that ended (a one-shot that ran or is running, one
- *                     cancelled, one owed or given its final call); ids are
- *                     never reused: a stale id never cancels another task;
+ *                     cancelled, one owed or given its final call);
  *         UV_EINVAL   wheel is NULL.
  * Memory order: after 0, no access to arg from the wheel follows. */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);

@@ -351,15 +351,16 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
 
 
 /* A cascade: t, just unlinked from a slot, `due` or the overflow list, is
- * filed where its expiry belongs: the lowest level whose ring holds it
- * (which may be lower than a start's placement), `ready` if it is due. */
+ * filed where its expiry (uvtw__core_expiry) belongs: the lowest level
+ * whose ring holds it (which may be lower than a start's placement),
+ * `ready` if it is due. */
 static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
   uint64_t e;
   unsigned level;
   unsigned s;
 
   core->cascades++;
-  e = uvtw__core_tick_of(core, t->deadline_);
+  e = uvtw__core_expiry(core, t);
   if (e <= core->now_tick) {
     uvtw__list_append(&core->ready, &t->link_);
     return;
@@ -379,21 +380,71 @@ static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-/* uvtw__core_tighten in general. */
-static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
+/* What tighten_slot found in a slot. */
+enum { SLOT_CROWDED, SLOT_EMPTIED, SLOT_EXACT, SLOT_LATER };
+
+/* Tightens slot s of `level`, the earliest, whose bound is `first`: one
+ * walk finds its timers' minimum expiry and whether any was lazily
+ * re-armed past the slot's block, then those are re-filed (the wheel
+ * would wake at this block only to re-file them).  A slot of more than
+ * *budget timers is left alone (SLOT_CROWDED), keeping its early bound;
+ * otherwise *budget shrinks by its size.  SLOT_EXACT: the bound was
+ * exact; SLOT_LATER: it is now, and later than `first`. */
+static int tighten_slot(uvtw__core_t* core,
+                        unsigned s,
+                        unsigned level,
+                        uint64_t first,
+                        uint64_t* budget) {
   struct uvtw__link* head;
   struct uvtw__link* link;
   struct uvtw__link* next;
   uvtw_timer_t* t;
   uint64_t block_end;
-  uint64_t first;
   uint64_t min_e;
+  uint64_t count;
   uint64_t e;
-  unsigned level;
-  unsigned budget;
-  unsigned count;
-  unsigned s;
   int beyond;
+
+  head = &core->slots[s];
+  block_end = level == 0
+                  ? first
+                  : (upper_block(core, level, s) << uvtw__level_shift(level)) |
+                        (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
+  min_e = UVTW__NO_TICK;
+  count = 0;
+  beyond = 0;
+  for (link = head->next; link != head; link = link->next) {
+    if (++count > *budget)
+      return SLOT_CROWDED;
+    e = uvtw__core_expiry(core, uvtw__timer_of(link));
+    if (e > block_end)
+      beyond = 1;
+    else if (e < min_e)
+      min_e = e;
+  }
+  *budget -= count;
+  for (link = head->next; beyond && link != head; link = next) {
+    next = link->next;
+    t = uvtw__timer_of(link);
+    if (uvtw__core_expiry(core, t) > block_end) {
+      uvtw__core_unlink(core, t);
+      refile(core, t);
+    }
+  }
+  if (min_e == UVTW__NO_TICK)
+    return SLOT_EMPTIED;
+  if (level != 0)
+    core->slot_min[uvtw__upper_index(s)] = min_e;
+  return min_e == first ? SLOT_EXACT : SLOT_LATER;
+}
+
+
+/* uvtw__core_tighten in general. */
+static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
+  uint64_t budget;
+  uint64_t first;
+  unsigned level;
+  unsigned s;
 
   core->crowded = 0;
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
@@ -403,46 +454,49 @@ static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
     s = earliest_slot(core, &level, &first);
     if (s == UVTW__NSLOTS)
       return next_beyond_slots(core, first);
-    head = &core->slots[s];
-    /* A timer lazily re-armed past the slot's block would make the wheel
-     * wake at this block only to re-file it: re-file it now instead. */
-    block_end =
-        level == 0 ? first
-                   : (upper_block(core, level, s) << uvtw__level_shift(level)) |
-                         (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
-    /* One walk finds the minimum and whether any timer left the block;
-     * it stops at once in a large slot, which keeps its early minimum. */
-    min_e = UVTW__NO_TICK;
-    count = 0;
-    beyond = 0;
-    for (link = head->next; link != head; link = link->next) {
-      if (++count > budget) {
-        core->crowded = 1;
-        return next_beyond_slots(core, first);
-      }
-      e = uvtw__core_tick_of(core, uvtw__timer_of(link)->deadline_);
-      if (e > block_end)
-        beyond = 1;
-      else if (e < min_e)
-        min_e = e;
+    switch (tighten_slot(core, s, level, first, &budget)) {
+    case SLOT_CROWDED:
+      core->crowded = 1;
+      return next_beyond_slots(core, first);
+    case SLOT_EXACT: /* still the earliest slot, at the same tick */
+      return next_beyond_slots(core, first);
+    case SLOT_LATER: /* another slot may come first */
+      return uvtw__core_next_tick(core);
+    default: /* the slot emptied: look at the next one, within the budget */
+      break;
     }
-    budget -= count;
-    for (link = head->next; beyond && link != head; link = next) {
-      next = link->next;
-      t = uvtw__timer_of(link);
-      if (uvtw__core_tick_of(core, t->deadline_) > block_end) {
-        uvtw__core_unlink(core, t);
-        refile(core, t);
-      }
-    }
-    if (min_e != UVTW__NO_TICK) {
-      if (level != 0)
-        core->slot_min[uvtw__upper_index(s)] = min_e;
-      if (min_e == first) /* still the earliest slot, at the same tick */
-        return next_beyond_slots(core, first);
-      return uvtw__core_next_tick(core); /* another slot may come first */
-    }
-    /* The slot emptied: look at the next one, within the budget. */
+  }
+}
+
+
+uint64_t uvtw__core_next_due(uvtw__core_t* core) {
+  struct uvtw__link* link;
+  uint64_t budget;
+  uint64_t first;
+  uint64_t over;
+  uint64_t e;
+  unsigned level;
+  unsigned s;
+
+  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
+    return core->now_tick;
+  /* The overflow list's bound may be early: make it exact. */
+  over = UVTW__NO_TICK;
+  for (link = core->overflow.next; link != &core->overflow; link = link->next)
+    if ((e = uvtw__core_expiry(core, uvtw__timer_of(link))) < over)
+      over = e;
+  core->overflow_min = over;
+  level = 0;
+  budget = UINT64_MAX;
+  for (;;) {
+    /* Exact still: a re-filing below lowers it to the exact expiry of
+     * what it files there. */
+    over = core->overflow_min;
+    s = earliest_slot(core, &level, &first);
+    if (s == UVTW__NSLOTS || over <= first)
+      return over;
+    if (tighten_slot(core, s, level, first, &budget) == SLOT_EXACT)
+      return first;
   }
 }
 

@@ -87,16 +87,22 @@ static inline unsigned uvtw__upper_index(unsigned s) {
   return s - UVTW__L0_SLOTS;
 }
 
-/* A timer's order_ word: its start order in the bits above bit 1; bit 0
- * holds its ref flag, bit 1 marks a task's timer.  Orders step by 4, so
- * comparing two words compares the orders (no two timers share one), and
- * a start writes the new order and keeps the flags in one store.  A task's
+/* A timer's order_ word: its start order in the bits above bit 7; bit 0
+ * holds its ref flag, bit 1 marks a task's timer, bits 2..7 its leeway
+ * exponent g (uvtw__core_coalesce).  Orders step by 256, so comparing two
+ * words compares the orders (no two timers share one; 2^56 starts), and a
+ * start writes the new order and keeps the flags in one store.  A task's
  * timer is not counted in the core's `active`, which so counts the user's
- * timers alone (the wheel counts the tasks' apart). */
-#define UVTW__ORDER_STEP 4
+ * timers alone (the wheel counts the tasks' apart).  g changes only while
+ * the timer is inactive (a task's is the wheel's, fixed): a filed timer's
+ * expiry (uvtw__core_expiry) never moves under it. */
+#define UVTW__ORDER_STEP 256
 #define UVTW__ORDER_REF 1
 #define UVTW__ORDER_TASK 2
-#define UVTW__ORDER_FLAGS (UVTW__ORDER_REF | UVTW__ORDER_TASK)
+#define UVTW__ORDER_LEEWAY_SHIFT 2
+#define UVTW__ORDER_LEEWAY ((uint64_t) 63 << UVTW__ORDER_LEEWAY_SHIFT)
+#define UVTW__ORDER_FLAGS                                                      \
+ (UVTW__ORDER_REF | UVTW__ORDER_TASK | UVTW__ORDER_LEEWAY)
 
 /* 1 if the timer is referenced, else 0. */
 static inline uint64_t uvtw__timer_ref(const uvtw_timer_t* t) {
@@ -128,7 +134,8 @@ typedef struct uvtw__core_s {
   /* collected_ms + tick_ms, saturated: a loop time at or past it is a tick
    * ahead of the wheel (uvtw__core_behind). */
   uint64_t behind_ms;
-  uint64_t next_order; /* the order_ of the next start (bit 0 clear) */
+  uint64_t next_order;  /* the order_ of the next start (flags clear) */
+  uint64_t task_leeway; /* the order_ leeway bits of every task's timer */
   /* Timers filed anywhere (slots, overflow, ready, due).  Only the loop
    * thread writes it; other threads may read it. */
   _Atomic uint64_t active;
@@ -227,6 +234,13 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core);
  * if it left the earliest slot alone because it holds more than
  * UVTW__TIGHTEN_MAX timers, clears it otherwise. */
 uint64_t uvtw__core_tighten(uvtw__core_t* core);
+
+/* The earliest tick at which a timer expires, exactly (UVTW__NO_TICK if
+ * none; now_tick if one is ready): tightens the earliest slots and the
+ * overflow list's bound without a budget, so O(timers in the slots it
+ * looks at), work a later pass would do anyway.  For uvtw_wheel_next_due.
+ */
+uint64_t uvtw__core_next_due(uvtw__core_t* core);
 
 /* Starts a pass at `now_ms`: advances the wheel, and moves every timer that
  * has expired by then, plus those in `ready`, to `due`, sorted by (deadline,
@@ -337,6 +351,63 @@ static inline uint64_t uvtw__core_tick_of(const uvtw__core_t* core,
     return deadline_ms;
   q = uvtw__core_div(core, deadline_ms);
   return q + (deadline_ms != q * core->tick_ms);
+}
+
+
+/* Leeway: a timer with exponent g (order_ bits 2..7) expires at its tick
+ * rounded up to a multiple of 2^g ticks, so that timers due within one
+ * such block share one wake-up (the Linux wheel's batching, but never
+ * early and never out of order: the pass still sorts by deadline).  It is
+ * at most 2^g - 1 ticks after the deadline's tick.  Where rounding up
+ * would pass UINT64_MAX, the tick itself, which keeps the result never
+ * early and never falling as e grows. */
+static inline uint64_t uvtw__core_coalesce(uint64_t e, uint64_t order) {
+  uint64_t m;
+
+  m = ((uint64_t) 1 << ((order & UVTW__ORDER_LEEWAY) >>
+                        UVTW__ORDER_LEEWAY_SHIFT)) -
+      1;
+  return e + m < e ? e : (e + m) & ~m;
+}
+
+
+/* The order_ leeway bits for a leeway of `ms`: the largest g, at most 63,
+ * with 2^g - 1 ticks <= ms, so a timer runs at most ms after its
+ * deadline's tick.  A division: set once per timer, not per start. */
+static inline uint64_t uvtw__core_leeway_bits(const uvtw__core_t* core,
+                                              uint64_t ms) {
+  uint64_t ticks;
+  uint64_t g;
+
+  ticks = ms / core->tick_ms;
+  g = ticks == UINT64_MAX ? 63 : 63 ^ (uint64_t) __builtin_clzll(ticks + 1);
+  return g << UVTW__ORDER_LEEWAY_SHIFT;
+}
+
+
+/* The leeway in ms that order_'s bits stand for: 2^g - 1 ticks. */
+static inline uint64_t uvtw__core_leeway_ms(const uvtw__core_t* core,
+                                            uint64_t order) {
+  uint64_t ticks;
+
+  ticks = ((uint64_t) 1 << ((order & UVTW__ORDER_LEEWAY) >>
+                            UVTW__ORDER_LEEWAY_SHIFT)) -
+          1;
+  return ticks > UINT64_MAX / core->tick_ms ? UINT64_MAX
+                                            : ticks * core->tick_ms;
+}
+
+
+/* The tick at which the wheel runs `t`: its deadline's tick, coalesced
+ * by its leeway. */
+static inline uint64_t uvtw__core_expiry(const uvtw__core_t* core,
+                                         const uvtw_timer_t* t) {
+  uint64_t e;
+
+  e = uvtw__core_tick_of(core, t->deadline_);
+  if (t->order_ & UVTW__ORDER_LEEWAY)
+    e = uvtw__core_coalesce(e, t->order_);
+  return e;
 }
 
 
@@ -538,16 +609,19 @@ static inline uint64_t uvtw__core_start_as(uvtw__core_t* core,
                                            uvtw_timer_t* t,
                                            uint64_t deadline_ms,
                                            int task) {
-  uint64_t ref;
+  uint64_t flags;
   uint64_t e;
 
-  ref = uvtw__timer_ref(t);
+  flags = task ? uvtw__timer_ref(t) | UVTW__ORDER_TASK | core->task_leeway
+               : t->order_ & (UVTW__ORDER_REF | UVTW__ORDER_LEEWAY);
   e = uvtw__core_tick_of(core, deadline_ms);
+  if (flags & UVTW__ORDER_LEEWAY)
+    e = uvtw__core_coalesce(e, flags);
   if (t->link_.next != NULL)
     uvtw__core_unlink(core, t);
   else
-    uvtw__core_count(core, ref, !task, 1);
-  t->order_ = core->next_order | ref | (task ? UVTW__ORDER_TASK : 0);
+    uvtw__core_count(core, flags & UVTW__ORDER_REF, !task, 1);
+  t->order_ = core->next_order | flags;
   core->next_order += UVTW__ORDER_STEP;
   t->deadline_ = deadline_ms;
   uvtw__core_file(core, t, e);
@@ -640,6 +714,25 @@ static inline int uvtw__core_before(const struct uvtw__link* a,
 }
 
 
+/* A repeating timer with leeway: the first deadline + k * repeat (k >= 1)
+ * after now, saturating.  The division only when the loop fell a whole
+ * period behind. */
+static inline uint64_t uvtw__core_grid_next(uint64_t deadline,
+                                            uint64_t repeat,
+                                            uint64_t now_ms) {
+  uint64_t next;
+  uint64_t skip;
+
+  next = uvtw__sat_add(deadline, repeat);
+  if (next <= now_ms && next != UINT64_MAX) {
+    skip = ((now_ms - next) / repeat + 1);
+    next =
+        skip > (UINT64_MAX - next) / repeat ? UINT64_MAX : next + skip * repeat;
+  }
+  return next;
+}
+
+
 /* Takes the first timer of the running pass, or NULL when the pass is over.
  * A one-shot is made inactive; a repeating timer is restarted for *now_ms +
  * repeat, as libuv does before the callback; popped_late is *now_ms minus
@@ -663,11 +756,17 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
   core->popped_late = *now_ms - t->deadline_;
   if (t->repeat_ != 0) {
     /* libuv's rule: the next deadline counts from the loop time at
-     * dispatch, so an overdue timer fires once, not once per period. */
-    deadline = uvtw__sat_add(*now_ms, t->repeat_);
+     * dispatch, so an overdue timer fires once, not once per period.  A
+     * user's timer with leeway keeps to its grid instead (it would drift
+     * by its lateness otherwise), skipping the periods that passed. */
+    if ((t->order_ & UVTW__ORDER_LEEWAY) != 0 &&
+        !(t->order_ & UVTW__ORDER_TASK))
+      deadline = uvtw__core_grid_next(t->deadline_, t->repeat_, *now_ms);
+    else
+      deadline = uvtw__sat_add(*now_ms, t->repeat_);
     uvtw__core_order(core, t);
     t->deadline_ = deadline;
-    uvtw__core_file(core, t, uvtw__core_tick_of(core, deadline));
+    uvtw__core_file(core, t, uvtw__core_expiry(core, t));
   } else {
     uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), -1);
   }

@@ -128,14 +128,16 @@ static inline int uvtw__driver_waits_for(const uvtw__driver_t* driver,
 }
 
 
-/* Non-zero if a timer of deadline d may be the one the driver is armed
- * for: every timer due at the armed tick, and also (while disarmed, with
+/* Non-zero if timer t may be the one the driver is armed for: every
+ * timer due at the armed tick, and also (while disarmed, with
  * armed_first_ms UINT64_MAX) a saturated deadline or one below tick_ms,
+ * and every timer with leeway (its expiry is not its deadline's tick),
  * which uvtw__driver_waits_for tells apart.  No rounding to a tick. */
 static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
-                                            uint64_t d) {
-  return d - driver->armed_first_ms < core->tick_ms;
+                                            const uvtw_timer_t* t) {
+  return t->deadline_ - driver->armed_first_ms < core->tick_ms ||
+         (t->order_ & UVTW__ORDER_LEEWAY) != 0;
 }
 
 
@@ -164,13 +166,13 @@ static inline int uvtw__driver_restart_lazy(const uvtw__driver_t* driver,
                                             const uvtw_timer_t* t,
                                             uint64_t d) {
   return uvtw__core_lazy_ok(core, t, d) &&
-         (!uvtw__driver_may_wait_for(driver, core, t->deadline_) ||
-          core->crowded);
+         (!uvtw__driver_may_wait_for(driver, core, t) || core->crowded);
 }
 
 
 /* The one restart rule: what restarting the active timer t for deadline
- * d does.  Lazy as uvtw__driver_restart_lazy says, or, when the core
+ * d does.  Lazy as uvtw__driver_restart_lazy says (or would say, exactly,
+ * of a timer with leeway), or, when the core
  * allows it, if another timer of t's slot is due at the armed tick (the
  * driver keeps work there; the neighbour is another cache line, so the
  * first half does not look).  Otherwise t is re-filed, and the driver
@@ -182,18 +184,19 @@ static __attribute__((unused)) uvtw__restart_t uvtw__driver_restart(
     const uvtw_timer_t* t,
     uint64_t d) {
   const uvtw_timer_t* other;
+  int waits;
 
   if (uvtw__driver_restart_lazy(driver, core, t, d))
     return UVTW__RESTART_LAZY;
+  /* The first half's driver test, exact (a timer with leeway gets here). */
+  waits = uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t));
   if (uvtw__core_lazy_ok(core, t, d)) {
     other = uvtw__core_neighbour(core, t);
-    if (other != NULL &&
-        uvtw__core_tick_of(core, other->deadline_) == driver->armed_tick)
+    if (!waits ||
+        (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick))
       return UVTW__RESTART_LAZY;
   }
-  if (uvtw__driver_waits_for(driver, uvtw__core_tick_of(core, t->deadline_)))
-    return UVTW__RESTART_REARM;
-  return UVTW__RESTART_REFILE;
+  return waits ? UVTW__RESTART_REARM : UVTW__RESTART_REFILE;
 }
 
 #endif /* UVTW_DRIVER_H */

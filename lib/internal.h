@@ -43,6 +43,11 @@
  *   virtual      a wheel made with options.virtual_time: its clock is its
  *                own, moved only by uvtw_wheel_advance (virtual.c), and
  *                its driver is never armed.
+ *   leeway       how late a timer may run, so that timers due close
+ *                together share one wake-up: its expiry is its deadline's
+ *                tick rounded up to 2^g ticks (uvtw__core_coalesce).
+ *   precise      options.precise: deadlines count from uv_hrtime() at the
+ *                call, rounded up, not from the loop's cached time.
  *   lateness     the wheel's clock when a callback starts minus its
  *                deadline rounded up to a tick. */
 
@@ -69,6 +74,9 @@ struct uvtw_wheel_s {
    * &virtual_now on a virtual wheel.  Two loads, where uv_now(loop) would
    * be a call into the shared library on every start. */
   const uint64_t* now;
+  /* options.precise, on a wheel of the loop's clock: a start's deadline
+   * counts from uv_hrtime(), rounded up to a ms (uvtw__hrtime_ms). */
+  int precise;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;
@@ -98,6 +106,14 @@ struct uvtw_wheel_s {
 /* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop thread. */
 static inline uint64_t uvtw__wheel_now(const uvtw_wheel_t* wheel) {
   return *wheel->now;
+}
+
+
+/* uv_hrtime()'s ns in ms: rounded down, as uv_now() counts the same clock
+ * (or its coarse variant, never ahead of it); rounded up if `up`, so that a
+ * deadline counted from it is never early in real time either. */
+static inline uint64_t uvtw__hrtime_ms(uint64_t ns, int up) {
+  return ns / 1000000 + (up && ns % 1000000 != 0);
 }
 
 

@@ -130,6 +130,7 @@ typedef struct uvtw__tasks_s {
   /* A virtual wheel's clock, for a submit's or reset's deadline; NULL on
    * an ordinary wheel, whose deadlines count from uv_hrtime(). */
   const _Atomic uint64_t* virtual_clock;
+  int precise; /* options.precise: deadlines from uv_hrtime(), rounded up */
   uv_async_t* async;
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */

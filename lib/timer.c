@@ -155,7 +155,10 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   if (timeout == 0)
     return start_due(wheel, timer, cb, repeat);
   now = uvtw__wheel_now(wheel);
-  deadline = uvtw__sat_add(now, timeout);
+  deadline = uvtw__sat_add(__builtin_expect(wheel->precise, 0)
+                               ? uvtw__hrtime_ms(uv_hrtime(), 1)
+                               : now,
+                           timeout);
   if (timer->link_.next != NULL)
     return restart(wheel, timer, cb, repeat, deadline, now);
   if (wheel->closing)
@@ -170,8 +173,8 @@ int uvtw_timer_start(uvtw_timer_t* timer,
  * be referenced with no referenced timer left. */
 static int __attribute__((noinline, cold))
 stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
-  if (uvtw__driver_waits_for(
-          &wheel->driver, uvtw__core_tick_of(&wheel->core, timer->deadline_)))
+  if (uvtw__driver_waits_for(&wheel->driver,
+                             uvtw__core_expiry(&wheel->core, timer)))
     uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
   else
     uvtw__driver_sync_ref(wheel);
@@ -186,8 +189,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  awaited =
-      uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer->deadline_);
+  awaited = uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer);
   uvtw__core_stop(&wheel->core, timer);
   /* A stop can only lower active_ref: the driver's ref state changes only
    * if it reached 0. */
@@ -216,6 +218,22 @@ uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer) {
 }
 
 
+int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
+  if (timer == NULL)
+    return UV_EINVAL;
+  if (timer->link_.next != NULL)
+    return UV_EBUSY; /* its expiry must not move while it is filed */
+  timer->order_ = (timer->order_ & ~UVTW__ORDER_LEEWAY) |
+                  uvtw__core_leeway_bits(&timer->wheel_->core, ms);
+  return 0;
+}
+
+
+uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer) {
+  return uvtw__core_leeway_ms(&timer->wheel_->core, timer->order_);
+}
+
+
 uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
   const uvtw__core_t* core;
   uint64_t due_ms;
@@ -224,7 +242,7 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
   if (timer->link_.next == NULL)
     return 0;
   core = &timer->wheel_->core;
-  due_ms = uvtw__core_ms_of(core, uvtw__core_tick_of(core, timer->deadline_));
+  due_ms = uvtw__core_ms_of(core, uvtw__core_expiry(core, timer));
   now = uvtw__wheel_now(timer->wheel_);
   return due_ms > now ? due_ms - now : 0;
 }

@@ -37,6 +37,8 @@ void uvtw_options_init(uvtw_options_t* opts) {
   opts->tick_ms = 1;
   opts->max_tasks = 0;
   opts->virtual_time = 0;
+  opts->precise = 0;
+  opts->task_leeway_ms = 0;
 }
 
 
@@ -110,6 +112,9 @@ int uvtw_wheel_new(uv_loop_t* loop,
   atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
   wheel->now =
       wheel->virtual_time ? &wheel->virtual_now : uvtw__driver_clock(loop);
+  wheel->precise = opts->precise != 0 && !wheel->virtual_time;
+  wheel->core.task_leeway =
+      uvtw__core_leeway_bits(&wheel->core, opts->task_leeway_ms);
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
@@ -118,6 +123,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   }
   if (wheel->virtual_time)
     wheel->tasks.virtual_clock = &wheel->virtual_now_shared;
+  wheel->tasks.precise = wheel->precise;
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */
@@ -219,6 +225,20 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
                wheel->tasks_dispatched + wheel->tasks.run;
   out->driver_wakeups = wheel->driver.wakeups;
   out->cascades = wheel->core.cascades;
+}
+
+
+uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel) {
+  uint64_t tick;
+  uint64_t due_ms;
+  uint64_t now;
+
+  tick = uvtw__core_next_due(&wheel->core);
+  if (tick == UVTW__NO_TICK)
+    return UINT64_MAX;
+  due_ms = uvtw__core_ms_of(&wheel->core, tick);
+  now = uvtw__wheel_now(wheel);
+  return due_ms > now ? due_ms - now : 0;
 }
 
 

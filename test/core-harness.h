@@ -25,10 +25,12 @@ typedef struct {
   uint64_t deadline;
   uint64_t repeat;
   uint64_t order; /* the model's own (re)start counter */
+  unsigned g;     /* leeway: expiry rounded up to 2^g ticks */
 } model_timer_t;
 
 typedef struct {
-  int kind; /* 0 start, 1 stop */
+  int kind; /* 0 start, 1 stop, 2 set the leeway (if inactive) */
+  unsigned g;
   int lazy; /* a start may re-arm lazily */
   int index;
   uint64_t timeout;
@@ -81,6 +83,36 @@ static uint64_t h_model_tick(const harness_t* h, uint64_t deadline) {
 }
 
 
+/* The model's expiry: the deadline's tick rounded up to a multiple of 2^g
+ * ticks, or the tick itself where that passes UINT64_MAX. */
+static uint64_t h_model_expiry(const harness_t* h, const model_timer_t* m) {
+  uint64_t e;
+  uint64_t size;
+
+  e = h_model_tick(h, m->deadline);
+  size = (uint64_t) 1 << m->g;
+  if (e % size == 0 || e > UINT64_MAX - (size - 1))
+    return e;
+  return (e / size + 1) * size;
+}
+
+
+/* A leeway timer's next deadline: the first deadline + k * repeat past
+ * now, saturating. */
+static uint64_t h_model_grid(uint64_t d, uint64_t repeat, uint64_t now) {
+  uint64_t k;
+
+  if (d + repeat < d)
+    return UINT64_MAX;
+  if (d + repeat > now)
+    return d + repeat;
+  k = (now - d) / repeat + 1;
+  if (k > (UINT64_MAX - d) / repeat)
+    return UINT64_MAX;
+  return d + k * repeat;
+}
+
+
 /* Outside a pass the model and the wheel must agree on every timer. */
 static void h_check(harness_t* h) {
   uint64_t min_e;
@@ -96,7 +128,7 @@ static void h_check(harness_t* h) {
       H_FAIL(h, "active state differs from the model");
     if (!h->model[i].active)
       continue;
-    e = h_model_tick(h, h->model[i].deadline);
+    e = h_model_expiry(h, &h->model[i]);
     if (e < min_e)
       min_e = e;
     if (h->timers[i].deadline_ != h->model[i].deadline)
@@ -110,6 +142,27 @@ static void h_check(harness_t* h) {
     H_FAIL(h, "next wake-up later than the model's earliest expiry");
   if (uvtw__core_next_expiry(&h->core) > min_e)
     H_FAIL(h, "next expiry later than the model's earliest expiry");
+}
+
+
+/* The model's earliest expiry (or deadline's tick, if by_deadline),
+ * now_tick if it passed (the timer waits in `ready`), UINT64_MAX if no
+ * timer is active. */
+static uint64_t h_model_next(const harness_t* h, int by_deadline) {
+  uint64_t min_e;
+  uint64_t e;
+  int i;
+
+  min_e = UINT64_MAX;
+  for (i = 0; i < H_TIMERS; i++) {
+    if (!h->model[i].active)
+      continue;
+    e = by_deadline ? h_model_tick(h, h->model[i].deadline)
+                    : h_model_expiry(h, &h->model[i]);
+    if (e < min_e)
+      min_e = e;
+  }
+  return min_e < h->core.now_tick ? h->core.now_tick : min_e;
 }
 
 
@@ -164,7 +217,13 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
   uvtw_timer_t* t;
 
   t = &h->timers[op->index];
-  if (op->kind == 0) {
+  if (op->kind == 2) {
+    if (to_wheel && t->link_.next == NULL)
+      t->order_ = (t->order_ & ~UVTW__ORDER_LEEWAY) |
+                  (uint64_t) op->g << UVTW__ORDER_LEEWAY_SHIFT;
+    else if (!to_wheel && !h->model[op->index].active)
+      h->model[op->index].g = op->g;
+  } else if (op->kind == 0) {
     if (to_wheel) {
       t->repeat_ = op->repeat;
       if (op->lazy &&
@@ -187,6 +246,19 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
 static void h_random_op(harness_t* h, h_op_t* op) {
   op->index = (int) h->draw(h, H_TIMERS);
   op->kind = h->draw(h, 4) == 0 ? 1 : 0;
+  if (h->draw(h, 8) == 0) {
+    op->kind = 2;
+    switch (h->draw(h, 4)) {
+    case 0:
+      op->g = 0;
+      break;
+    case 1:
+      op->g = (unsigned) h->draw(h, 64);
+      break;
+    default:
+      op->g = 1 + (unsigned) h->draw(h, 12);
+    }
+  }
   op->lazy = h->draw(h, 4) != 0;
   op->timeout = h_timeout(h);
   /* Repeats are rarer, and sometimes huge. */
@@ -228,7 +300,10 @@ static void h_timer_cb(uvtw_timer_t* t) {
 
 
 /* The model's pass: every timer due at the start, in (deadline, order)
- * order; a timer stopped or restarted by an earlier callback is skipped. */
+ * order; a timer stopped or restarted by an earlier callback is skipped.
+ * Due: its expiry passed.  A timer with leeway whose deadline's tick
+ * passed may run too, earlier than its expiry (a late pass found it), and
+ * then in the same order. */
 static void h_model_pass(harness_t* h) {
   uint64_t now_tick;
   int due[H_TIMERS];
@@ -264,6 +339,9 @@ static void h_model_pass(harness_t* h) {
     model_timer_t* m = &h->model[due[i]];
     if (!m->active || m->order != due_order[i])
       continue; /* stopped or restarted earlier in this pass */
+    if (h_model_expiry(h, m) > now_tick &&
+        (fired >= h->nfired || h->fired[fired] != due[i]))
+      continue; /* may run, and did not */
     if (fired >= h->nfired)
       H_FAIL(h, "the model fires a timer the wheel did not");
     if (h->fired[fired] != due[i]) {
@@ -273,7 +351,10 @@ static void h_model_pass(harness_t* h) {
     }
     if (m->deadline > h->now)
       H_FAIL(h, "fired before its deadline");
-    if (m->repeat != 0) {
+    if (m->repeat != 0 && m->g != 0) {
+      m->deadline = h_model_grid(m->deadline, m->repeat, h->now);
+      m->order = h->model_order++;
+    } else if (m->repeat != 0) {
       m->deadline = h_sat_add(h->now, m->repeat);
       m->order = h->model_order++;
     } else {
@@ -342,6 +423,13 @@ static void h_step(harness_t* h) {
     next = uvtw__core_tighten(&h->core);
     if (next != uvtw__core_next_tick(&h->core))
       H_FAIL(h, "tighten returned another next wake-up than next_tick");
+    /* next_due lies between the model's earliest deadline tick and its
+     * earliest expiry (they are one without leeway). */
+    if (h->draw(h, 2)) {
+      next = uvtw__core_next_due(&h->core);
+      if (next > h_model_next(h, 0) || next < h_model_next(h, 1))
+        H_FAIL(h, "next_due outside the model's earliest deadline and expiry");
+    }
     break;
   case 11:
     /* The loop's clock moves on with no pass; a start catches up (timers

@@ -128,16 +128,16 @@ static inline int uvtw__driver_waits_for(const uvtw__driver_t* driver,
 }
 
 
-/* Non-zero if timer t may be the one the driver is armed for: every
- * timer due at the armed tick, and also (while disarmed, with
- * armed_first_ms UINT64_MAX) a saturated deadline or one below tick_ms,
- * and every timer with leeway (its expiry is not its deadline's tick),
- * which uvtw__driver_waits_for tells apart.  No rounding to a tick. */
+/* Non-zero if a timer of deadline d and no leeway may be the one the
+ * driver is armed for: every timer due at the armed tick, and also (while
+ * disarmed, with armed_first_ms UINT64_MAX) a saturated deadline or one
+ * below tick_ms, which uvtw__driver_waits_for tells apart.  No rounding to
+ * a tick.  (A timer with leeway expires after its deadline's tick: its
+ * callers treat it as one the driver may wait for.) */
 static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
-                                            const uvtw_timer_t* t) {
-  return t->deadline_ - driver->armed_first_ms < core->tick_ms ||
-         (t->order_ & UVTW__ORDER_LEEWAY) != 0;
+                                            uint64_t d) {
+  return d - driver->armed_first_ms < core->tick_ms;
 }
 
 
@@ -166,7 +166,9 @@ static inline int uvtw__driver_restart_lazy(const uvtw__driver_t* driver,
                                             const uvtw_timer_t* t,
                                             uint64_t d) {
   return uvtw__core_lazy_ok(core, t, d) &&
-         (!uvtw__driver_may_wait_for(driver, core, t) || core->crowded);
+         ((!uvtw__driver_may_wait_for(driver, core, t->deadline_) &&
+           !(t->order_ & UVTW__ORDER_LEEWAY)) ||
+          core->crowded);
 }
 
 
@@ -184,19 +186,21 @@ static __attribute__((unused)) uvtw__restart_t uvtw__driver_restart(
     const uvtw_timer_t* t,
     uint64_t d) {
   const uvtw_timer_t* other;
-  int waits;
 
   if (uvtw__driver_restart_lazy(driver, core, t, d))
     return UVTW__RESTART_LAZY;
-  /* The first half's driver test, exact (a timer with leeway gets here). */
-  waits = uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t));
   if (uvtw__core_lazy_ok(core, t, d)) {
+    /* The first half's driver test, exact, for a timer with leeway. */
+    if ((t->order_ & UVTW__ORDER_LEEWAY) &&
+        !uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t)))
+      return UVTW__RESTART_LAZY;
     other = uvtw__core_neighbour(core, t);
-    if (!waits ||
-        (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick))
+    if (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick)
       return UVTW__RESTART_LAZY;
   }
-  return waits ? UVTW__RESTART_REARM : UVTW__RESTART_REFILE;
+  if (uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t)))
+    return UVTW__RESTART_REARM;
+  return UVTW__RESTART_REFILE;
 }
 
 #endif /* UVTW_DRIVER_H */

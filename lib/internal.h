@@ -77,6 +77,10 @@ struct uvtw_wheel_s {
   /* options.precise, on a wheel of the loop's clock: a start's deadline
    * counts from uv_hrtime(), rounded up to a ms (uvtw__hrtime_ms). */
   int precise;
+  /* A start takes the plain path (deadline = now + timeout) iff
+   * timeout - 1 < plain_timeouts: UINT64_MAX (every timeout but 0), or 0
+   * on a precise wheel (none). */
+  uint64_t plain_timeouts;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
   uvtw__close_state_t closing;

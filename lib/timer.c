@@ -141,24 +141,14 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
 }
 
 
-int uvtw_timer_start(uvtw_timer_t* timer,
-                     uvtw_timer_cb cb,
-                     uint64_t timeout,
-                     uint64_t repeat) {
-  uvtw_wheel_t* wheel;
-  uint64_t deadline;
-  uint64_t now;
-
-  if (timer == NULL || cb == NULL)
-    return UV_EINVAL;
-  wheel = timer->wheel_;
-  if (timeout == 0)
-    return start_due(wheel, timer, cb, repeat);
-  now = uvtw__wheel_now(wheel);
-  deadline = uvtw__sat_add(__builtin_expect(wheel->precise, 0)
-                               ? uvtw__hrtime_ms(uv_hrtime(), 1)
-                               : now,
-                           timeout);
+/* A start for `deadline` (the wheel is not closing unless the timer is
+ * inactive, which it checks). */
+static inline int start_at(uvtw_wheel_t* wheel,
+                           uvtw_timer_t* timer,
+                           uvtw_timer_cb cb,
+                           uint64_t repeat,
+                           uint64_t deadline,
+                           uint64_t now) {
   if (timer->link_.next != NULL)
     return restart(wheel, timer, cb, repeat, deadline, now);
   if (wheel->closing)
@@ -166,6 +156,41 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   if (uvtw__core_behind(&wheel->core, now))
     return start_catching_up(wheel, timer, cb, repeat, deadline, now);
   return start_inactive(wheel, timer, cb, repeat, deadline);
+}
+
+
+/* options.precise: the deadline counts from uv_hrtime(), rounded up.  Out
+ * of line, so that the clock call does not make every start save
+ * registers. */
+static int __attribute__((noinline)) start_precise(uvtw_wheel_t* wheel,
+                                                   uvtw_timer_t* timer,
+                                                   uvtw_timer_cb cb,
+                                                   uint64_t timeout,
+                                                   uint64_t repeat) {
+  uint64_t deadline;
+
+  deadline = uvtw__sat_add(uvtw__hrtime_ms(uv_hrtime(), 1), timeout);
+  return start_at(wheel, timer, cb, repeat, deadline, uvtw__wheel_now(wheel));
+}
+
+
+int uvtw_timer_start(uvtw_timer_t* timer,
+                     uvtw_timer_cb cb,
+                     uint64_t timeout,
+                     uint64_t repeat) {
+  uvtw_wheel_t* wheel;
+  uint64_t now;
+
+  if (timer == NULL || cb == NULL)
+    return UV_EINVAL;
+  wheel = timer->wheel_;
+  /* One test for both rarer paths: timeout 0 wraps to UINT64_MAX, and a
+   * precise wheel's bound takes every timeout (internal.h). */
+  if (timeout - 1 >= wheel->plain_timeouts)
+    return timeout == 0 ? start_due(wheel, timer, cb, repeat)
+                        : start_precise(wheel, timer, cb, timeout, repeat);
+  now = uvtw__wheel_now(wheel);
+  return start_at(wheel, timer, cb, repeat, uvtw__sat_add(now, timeout), now);
 }
 
 
@@ -189,11 +214,13 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  awaited = uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer);
+  awaited =
+      uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
   /* A stop can only lower active_ref: the driver's ref state changes only
    * if it reached 0. */
-  if (awaited || (wheel->core.active_ref == 0 && wheel->driver.ref))
+  if (awaited || (timer->order_ & UVTW__ORDER_LEEWAY) ||
+      (wheel->core.active_ref == 0 && wheel->driver.ref))
     return stop_driver(wheel, timer);
   return 0;
 }

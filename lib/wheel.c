@@ -113,6 +113,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->now =
       wheel->virtual_time ? &wheel->virtual_now : uvtw__driver_clock(loop);
   wheel->precise = opts->precise != 0 && !wheel->virtual_time;
+  wheel->plain_timeouts = wheel->precise ? 0 : UINT64_MAX;
   wheel->core.task_leeway =
       uvtw__core_leeway_bits(&wheel->core, opts->task_leeway_ms);
 

@@ -172,35 +172,43 @@ static inline int uvtw__driver_restart_lazy(const uvtw__driver_t* driver,
 }
 
 
-/* The one restart rule: what restarting the active timer t for deadline
- * d does.  Lazy as uvtw__driver_restart_lazy says (or would say, exactly,
- * of a timer with leeway), or, when the core
- * allows it, if another timer of t's slot is due at the armed tick (the
- * driver keeps work there; the neighbour is another cache line, so the
- * first half does not look).  Otherwise t is re-filed, and the driver
- * re-armed if it waited for t.  Loop thread; a pure function of its
- * arguments. */
-static __attribute__((unused)) uvtw__restart_t uvtw__driver_restart(
+/* The second half of uvtw__driver_restart, once the first said no: lazy
+ * when the core allows it and the driver does not wait for t (the first
+ * half's test, exact, which a timer with leeway needs), or another timer
+ * of t's slot is due at the armed tick (the driver keeps work there; the
+ * neighbour is another cache line, so the first half does not look).
+ * Otherwise t is re-filed, and the driver re-armed if it waited for t. */
+static inline uvtw__restart_t uvtw__driver_restart_rest(
     const uvtw__driver_t* driver,
     const uvtw__core_t* core,
     const uvtw_timer_t* t,
     uint64_t d) {
   const uvtw_timer_t* other;
+  int waits;
 
-  if (uvtw__driver_restart_lazy(driver, core, t, d))
-    return UVTW__RESTART_LAZY;
+  waits = (uvtw__driver_may_wait_for(driver, core, t->deadline_) ||
+           (t->order_ & UVTW__ORDER_LEEWAY)) &&
+          uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t));
   if (uvtw__core_lazy_ok(core, t, d)) {
-    /* The first half's driver test, exact, for a timer with leeway. */
-    if ((t->order_ & UVTW__ORDER_LEEWAY) &&
-        !uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t)))
-      return UVTW__RESTART_LAZY;
     other = uvtw__core_neighbour(core, t);
-    if (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick)
+    if (!waits ||
+        (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick))
       return UVTW__RESTART_LAZY;
   }
-  if (uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t)))
-    return UVTW__RESTART_REARM;
-  return UVTW__RESTART_REFILE;
+  return waits ? UVTW__RESTART_REARM : UVTW__RESTART_REFILE;
+}
+
+
+/* The one restart rule: what restarting the active timer t for deadline
+ * d does, by its two halves.  Loop thread; a pure function of its
+ * arguments. */
+static inline uvtw__restart_t uvtw__driver_restart(const uvtw__driver_t* driver,
+                                                   const uvtw__core_t* core,
+                                                   const uvtw_timer_t* t,
+                                                   uint64_t d) {
+  if (uvtw__driver_restart_lazy(driver, core, t, d))
+    return UVTW__RESTART_LAZY;
+  return uvtw__driver_restart_rest(driver, core, t, d);
 }
 
 #endif /* UVTW_DRIVER_H */

@@ -79,9 +79,9 @@ start_catching_up(uvtw_wheel_t* wheel,
 }
 
 
-/* Restarts an active timer as uvtw__driver_restart says.  The timer was
- * active and stays so: active_ref, hence the driver's ref state, is
- * unchanged. */
+/* Restarts an active timer as uvtw__driver_restart says, once its first
+ * half said no.  The timer was active and stays so: active_ref, hence the
+ * driver's ref state, is unchanged. */
 static int __attribute__((noinline)) restart_by_rule(uvtw_wheel_t* wheel,
                                                      uvtw_timer_t* timer,
                                                      uint64_t deadline,
@@ -89,7 +89,8 @@ static int __attribute__((noinline)) restart_by_rule(uvtw_wheel_t* wheel,
   uvtw__restart_t what;
   uint64_t e;
 
-  what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
+  what =
+      uvtw__driver_restart_rest(&wheel->driver, &wheel->core, timer, deadline);
   if (what == UVTW__RESTART_LAZY) {
     uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
     return 0;

@@ -18,8 +18,9 @@
  *     that only move timers, since a pass takes any gap), one after
  *     another up to the end of the span, and runs the driver's pass at each
  *     (uvtw__pass, without the driver).  A pass at the expiry tick of a
- *     timer runs it with the clock at its deadline rounded up to the tick,
- *     so a repeating timer is re-filed for that plus its repeat
+ *     timer runs it with the clock at that tick (its deadline rounded up
+ *     to the tick, and by its leeway), so a repeating timer is re-filed
+ *     for that plus its repeat, or on its grid if it has leeway
  *     (uvtw__core_pop_due), and work a callback leaves due at that tick
  *     gets a pass of its own before the clock moves on.  A tick that was
  *     early (a stale slot minimum or overflow bound, core.h) only

@@ -116,8 +116,8 @@ struct uvtw_timer_s {
 /* The defaults: every field 0 but tick_ms 1.  Any thread. */
 UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
-/* Creates a wheel on `loop` into *out; opts may be NULL for the defaults.
- * Several wheels may share a loop.  Loop thread.
+/* Creates a wheel on `loop` (which it may share) into *out; opts may be
+ * NULL for the defaults.  Loop thread.
  * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or too large;
  *         UV_ENOMEM  out of memory;
  *         or an error from uv_timer_init/uv_async_init/uv_prepare_init.
@@ -170,8 +170,9 @@ UVTW_EXTERN uint64_t uvtw_lateness_quantile(const uvtw_stats_t* stats,
                                             double q);
 
 /* Ms until the earliest active timer or filed task runs (0 if due now),
- * UINT64_MAX if none: uvtw_wheel_advance(w, uvtw_wheel_next_due(w)) runs
- * the next event of a virtual wheel.  O(timers due near it).  Loop thread. */
+ * UINT64_MAX if none; a virtual wheel takes its queue in first, so that
+ * uvtw_wheel_advance(w, uvtw_wheel_next_due(w)) runs its next event.  Loop
+ * thread. */
 UVTW_EXTERN uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel);
 
 /* Active timers plus live tasks (exact; a task counts until it ends).  Any
@@ -210,17 +211,16 @@ UVTW_EXTERN int uvtw_timer_again(uvtw_timer_t* timer);
 UVTW_EXTERN void uvtw_timer_set_repeat(uvtw_timer_t* timer, uint64_t repeat);
 UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 
-/* Lets the timer run up to `ms` late (0, the default: exact), so that the
- * wheel serves timers due close together with one wake-up.  Never early, and
- * the order stays (deadline, start).  The wheel uses 2^k - 1 ticks, the most
- * that fits in ms; get_leeway returns that.  A repeating timer with leeway
- * keeps to its grid: run k is due at start + k * repeat (docs/timers.md).
- * Errors: UV_EINVAL  timer is NULL; UV_EBUSY  the timer is active. */
+/* Lets the timer run up to `ms` late (0, the default: exact), so that timers
+ * due close together share a wake-up; never early, a pass still runs by
+ * (deadline, start).  The wheel uses 2^k - 1 ticks, the most that fits in
+ * ms: get_leeway returns that.  With repeat, run k is due at start + k *
+ * repeat (docs/timers.md, "Leeway").  Errors: UV_EINVAL  timer is NULL;
+ * UV_EBUSY  the timer is active. */
 UVTW_EXTERN int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms);
 UVTW_EXTERN uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer);
 
-/* Ms until the timer fires (when the wheel will run it, minus the wheel's
- * clock); 0 if inactive or overdue. */
+/* Ms until the wheel runs the timer; 0 if inactive or overdue. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
 /* Non-zero if active; a repeating timer is, inside its own callback. */

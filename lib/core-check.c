@@ -21,15 +21,12 @@ typedef struct {
 
 
 /* Checks the links of one list and that each timer's expiry e satisfies
- * lo <= e <= hi; adds to the tally.  Of `ready` and `due` (expired), e is
- * the deadline's tick: a timer with leeway whose slot a late pass reached
- * after its deadline runs in that pass, before its coalesced expiry. */
+ * lo <= e <= hi; adds to the tally. */
 static int check_list(const uvtw__core_t* core,
                       const struct uvtw__link* head,
                       uint64_t lo,
                       uint64_t hi,
                       const char* name,
-                      int expired,
                       tally_t* tally,
                       FILE* out) {
   const struct uvtw__link* link;
@@ -40,8 +37,7 @@ static int check_list(const uvtw__core_t* core,
   for (link = head->next; link != head; link = link->next) {
     CHECK(link->next != NULL && link->next->prev == link, "%s: links", name);
     t = uvtw__container_of(link, uvtw_timer_t, link_);
-    e = expired ? uvtw__core_tick_of(core, t->deadline_)
-                : uvtw__core_expiry(core, t);
+    e = uvtw__core_expiry(core, t);
     CHECK(e >= lo && e <= hi,
           "%s: expiry %llu outside [%llu, %llu] (now_tick %llu)", name,
           (unsigned long long) e, (unsigned long long) lo,
@@ -121,7 +117,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
             "level %d slot %u: block %llu beyond the range of ticks", l, r,
             (unsigned long long) block);
       if (l == 0) {
-        CHECK(check_list(core, head, first, UVTW__NO_TICK, "slot", 0, &tally,
+        CHECK(check_list(core, head, first, UVTW__NO_TICK, "slot", &tally,
                          out) == 0,
               "level 0 slot %u (tick %llu)", r, (unsigned long long) first);
         continue;
@@ -131,7 +127,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
             "level %d slot %u: slot_min %llu outside its block [%llu, %llu]", l,
             r, (unsigned long long) core->slot_min[u],
             (unsigned long long) first, (unsigned long long) last);
-      CHECK(check_list(core, head, core->slot_min[u], UVTW__NO_TICK, "slot", 0,
+      CHECK(check_list(core, head, core->slot_min[u], UVTW__NO_TICK, "slot",
                        &tally, out) == 0,
             "level %d slot %u", l, r);
       length = 0;
@@ -149,7 +145,7 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
   first = tally.min_e;
   tally.min_e = UVTW__NO_TICK;
   CHECK(check_list(core, &core->overflow, block << UVTW__TOP_SHIFT,
-                   UVTW__NO_TICK, "overflow", 0, &tally, out) == 0,
+                   UVTW__NO_TICK, "overflow", &tally, out) == 0,
         "overflow");
   /* Its bound is never late, and beyond n's top-level block (core.h). */
   CHECK(core->overflow_min <= tally.min_e,
@@ -164,9 +160,9 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
     tally.min_e = first;
   /* Nothing is due early: ready and due hold only expired timers. */
   first = tally.min_e;
-  CHECK(check_list(core, &core->ready, 0, n, "ready", 1, &tally, out) == 0,
+  CHECK(check_list(core, &core->ready, 0, n, "ready", &tally, out) == 0,
         "ready");
-  CHECK(check_list(core, &core->due, 0, n, "due", 1, &tally, out) == 0, "due");
+  CHECK(check_list(core, &core->due, 0, n, "due", &tally, out) == 0, "due");
   tally.min_e = first;
   for (link = core->due.next; link != &core->due && link->next != &core->due;
        link = link->next)

@@ -640,7 +640,7 @@ static void cascade(uvtw__core_t* core,
     link = todo->next;
     uvtw__list_remove(link);
     t = uvtw__timer_of(link);
-    if (t->deadline_ <= core->collected_ms)
+    if (t->deadline_ <= core->collected_ms && uvtw__core_expired(core, t))
       uvtw__list_append(due, link);
     else
       refile(core, t);
@@ -721,6 +721,18 @@ static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
     while (!uvtw__list_empty(&todo)) {
       t = uvtw__timer_of(todo.next);
       uvtw__list_remove(&t->link_);
+      refile(core, t);
+    }
+  }
+  /* A timer with leeway lazily re-armed in a level-0 slot that a late pass
+   * reached may be past its deadline but not its expiry: it waits for it.
+   * Only wheels that ever filed one walk. */
+  for (link = core->due.next; core->leeway_used && link != &core->due;
+       link = todo.next) {
+    todo.next = link->next;
+    t = uvtw__timer_of(link);
+    if (!uvtw__core_expired(core, t)) {
+      uvtw__list_remove(link);
       refile(core, t);
     }
   }

@@ -136,6 +136,9 @@ typedef struct uvtw__core_s {
   uint64_t behind_ms;
   uint64_t next_order;  /* the order_ of the next start (flags clear) */
   uint64_t task_leeway; /* the order_ leeway bits of every task's timer */
+  /* A timer with leeway was ever set up: a slow pass then checks its due
+   * timers' expiries (core.c, finish_due). */
+  int leeway_used;
   /* Timers filed anywhere (slots, overflow, ready, due).  Only the loop
    * thread writes it; other threads may read it. */
   _Atomic uint64_t active;
@@ -408,6 +411,15 @@ static inline uint64_t uvtw__core_expiry(const uvtw__core_t* core,
   if (t->order_ & UVTW__ORDER_LEEWAY)
     e = uvtw__core_coalesce(e, t->order_);
   return e;
+}
+
+
+/* Given that t's deadline passed (deadline_ <= collected_ms): non-zero if
+ * its expiry did too, which only a timer with leeway may lack. */
+static inline int uvtw__core_expired(const uvtw__core_t* core,
+                                     const uvtw_timer_t* t) {
+  return !(t->order_ & UVTW__ORDER_LEEWAY) ||
+         uvtw__core_expiry(core, t) <= core->now_tick;
 }
 
 

@@ -253,6 +253,8 @@ int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
     return UV_EBUSY; /* its expiry must not move while it is filed */
   timer->order_ = (timer->order_ & ~UVTW__ORDER_LEEWAY) |
                   uvtw__core_leeway_bits(&timer->wheel_->core, ms);
+  if (timer->order_ & UVTW__ORDER_LEEWAY)
+    timer->wheel_->core.leeway_used = 1;
   return 0;
 }
 

@@ -97,3 +97,21 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
   wheel->advancing = 0;
   return 0;
 }
+
+
+/* On a virtual wheel, after taking in what its queue holds, as advance
+ * does first: a task just submitted counts. */
+uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel) {
+  uint64_t tick;
+  uint64_t due_ms;
+  uint64_t now;
+
+  if (wheel->virtual_time && !wheel->advancing)
+    take_in(wheel);
+  tick = uvtw__core_next_due(&wheel->core);
+  if (tick == UVTW__NO_TICK)
+    return UINT64_MAX;
+  due_ms = uvtw__core_ms_of(&wheel->core, tick);
+  now = uvtw__wheel_now(wheel);
+  return due_ms > now ? due_ms - now : 0;
+}

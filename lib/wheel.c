@@ -116,6 +116,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->plain_timeouts = wheel->precise ? 0 : UINT64_MAX;
   wheel->core.task_leeway =
       uvtw__core_leeway_bits(&wheel->core, opts->task_leeway_ms);
+  wheel->core.leeway_used = wheel->core.task_leeway != 0;
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);
   if (err != 0) {
@@ -226,20 +227,6 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
                wheel->tasks_dispatched + wheel->tasks.run;
   out->driver_wakeups = wheel->driver.wakeups;
   out->cascades = wheel->core.cascades;
-}
-
-
-uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel) {
-  uint64_t tick;
-  uint64_t due_ms;
-  uint64_t now;
-
-  tick = uvtw__core_next_due(&wheel->core);
-  if (tick == UVTW__NO_TICK)
-    return UINT64_MAX;
-  due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uvtw__wheel_now(wheel);
-  return due_ms > now ? due_ms - now : 0;
 }
 
 

@@ -145,23 +145,17 @@ static void h_check(harness_t* h) {
 }
 
 
-/* The model's earliest expiry (or deadline's tick, if by_deadline),
- * now_tick if it passed (the timer waits in `ready`), UINT64_MAX if no
- * timer is active. */
-static uint64_t h_model_next(const harness_t* h, int by_deadline) {
+/* The model's earliest expiry, now_tick if it passed (the timer waits in
+ * `ready`), UINT64_MAX if no timer is active. */
+static uint64_t h_model_next(const harness_t* h) {
   uint64_t min_e;
   uint64_t e;
   int i;
 
   min_e = UINT64_MAX;
-  for (i = 0; i < H_TIMERS; i++) {
-    if (!h->model[i].active)
-      continue;
-    e = by_deadline ? h_model_tick(h, h->model[i].deadline)
-                    : h_model_expiry(h, &h->model[i]);
-    if (e < min_e)
+  for (i = 0; i < H_TIMERS; i++)
+    if (h->model[i].active && (e = h_model_expiry(h, &h->model[i])) < min_e)
       min_e = e;
-  }
   return min_e < h->core.now_tick ? h->core.now_tick : min_e;
 }
 
@@ -218,10 +212,11 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
 
   t = &h->timers[op->index];
   if (op->kind == 2) {
-    if (to_wheel && t->link_.next == NULL)
+    if (to_wheel && t->link_.next == NULL) {
       t->order_ = (t->order_ & ~UVTW__ORDER_LEEWAY) |
                   (uint64_t) op->g << UVTW__ORDER_LEEWAY_SHIFT;
-    else if (!to_wheel && !h->model[op->index].active)
+      h->core.leeway_used |= op->g != 0; /* as uvtw_timer_set_leeway */
+    } else if (!to_wheel && !h->model[op->index].active)
       h->model[op->index].g = op->g;
   } else if (op->kind == 0) {
     if (to_wheel) {
@@ -299,11 +294,9 @@ static void h_timer_cb(uvtw_timer_t* t) {
 }
 
 
-/* The model's pass: every timer due at the start, in (deadline, order)
- * order; a timer stopped or restarted by an earlier callback is skipped.
- * Due: its expiry passed.  A timer with leeway whose deadline's tick
- * passed may run too, earlier than its expiry (a late pass found it), and
- * then in the same order. */
+/* The model's pass: every timer due at the start (its expiry passed), in
+ * (deadline, order) order; a timer stopped or restarted by an earlier
+ * callback is skipped. */
 static void h_model_pass(harness_t* h) {
   uint64_t now_tick;
   int due[H_TIMERS];
@@ -317,7 +310,7 @@ static void h_model_pass(harness_t* h) {
   now_tick = h->now / h->tick;
   ndue = 0;
   for (i = 0; i < H_TIMERS; i++)
-    if (h->model[i].active && h_model_tick(h, h->model[i].deadline) <= now_tick)
+    if (h->model[i].active && h_model_expiry(h, &h->model[i]) <= now_tick)
       due[ndue++] = i;
   /* Insertion sort: obviously right. */
   for (i = 1; i < ndue; i++)
@@ -339,9 +332,6 @@ static void h_model_pass(harness_t* h) {
     model_timer_t* m = &h->model[due[i]];
     if (!m->active || m->order != due_order[i])
       continue; /* stopped or restarted earlier in this pass */
-    if (h_model_expiry(h, m) > now_tick &&
-        (fired >= h->nfired || h->fired[fired] != due[i]))
-      continue; /* may run, and did not */
     if (fired >= h->nfired)
       H_FAIL(h, "the model fires a timer the wheel did not");
     if (h->fired[fired] != due[i]) {
@@ -423,13 +413,9 @@ static void h_step(harness_t* h) {
     next = uvtw__core_tighten(&h->core);
     if (next != uvtw__core_next_tick(&h->core))
       H_FAIL(h, "tighten returned another next wake-up than next_tick");
-    /* next_due lies between the model's earliest deadline tick and its
-     * earliest expiry (they are one without leeway). */
-    if (h->draw(h, 2)) {
-      next = uvtw__core_next_due(&h->core);
-      if (next > h_model_next(h, 0) || next < h_model_next(h, 1))
-        H_FAIL(h, "next_due outside the model's earliest deadline and expiry");
-    }
+    /* next_due is the model's earliest expiry, exactly. */
+    if (h->draw(h, 2) && uvtw__core_next_due(&h->core) != h_model_next(h))
+      H_FAIL(h, "next_due differs from the model's earliest expiry");
     break;
   case 11:
     /* The loop's clock moves on with no pass; a start catches up (timers

@@ -482,6 +482,7 @@ static uint64_t dr_rng;
 static uint64_t dr_seq;
 static item_t* dr_last;
 static uint64_t dr_last_now;
+static uint64_t dr_end; /* where the current advance ends */
 static int dr_runs;
 static int dr_in_pass; /* callbacks in the current advance */
 
@@ -516,6 +517,7 @@ static void dr_cb(uvtw_timer_t* t) {
   ASSERT(it->active);
   now = uvtw_wheel_now(wheel);
   check_run(it->deadline, it->at, now);
+  ASSERT_UEQ(dr_end, now); /* next_due led exactly to the next event */
   if (dr_last != NULL) {
     ASSERT_UGE(now, dr_last_now);
     if (now == dr_last_now && it->deadline == dr_last->deadline)
@@ -554,6 +556,7 @@ static void drain(void) {
   steps = 0;
   while ((d = uvtw_wheel_next_due(wheel)) != UINT64_MAX) {
     dr_in_pass = 0;
+    dr_end = uvtw_wheel_now(wheel) + d;
     ASSERT_EQ(0, advance(d));
     ASSERT_GT(dr_in_pass, 0);
     steps++;

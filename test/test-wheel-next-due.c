@@ -15,21 +15,24 @@
  *                    leeways, started, restarted earlier and later and
  *                    stopped between random advances (some of next_due,
  *                    some of next_due - 1): next_due is always the least
- *                    moment of a reference minus the clock.
- *   leeway_moment    with leeway, next_due counts to the end of the block:
- *                    advance(next_due - 1) runs nothing, then advance(1)
- *                    runs it.
+ *                    moment of a reference minus the clock (or 0 while a
+ *                    timer is inside its block, see below).
+ *   leeway_moment    with leeway (up to 2^40 ms), next_due counts to the end
+ *                    of the block: advance(next_due - 1) runs nothing, then
+ *                    advance(1) runs it.
  *   drain            `while ((d = next_due) != UINT64_MAX) advance(d)`
  *                    over 500 timers whose callbacks start more: every
- *                    advance runs at least one callback, every callback at
- *                    its moment, in (moment, deadline, start) order.
+ *                    advance runs at least one callback, all at the clock
+ *                    the advance ends at, each at its moment (see below),
+ *                    in (moment, deadline, start) order.
  *   overdue_real     on a real wheel after the loop's clock moved past a
  *                    deadline (also one with leeway): 0.
  *   real_agrees      on a real wheel, next_due is the least get_due_in of
  *                    the active timers, through starts and stops.
  *   tasks            a task submitted on the loop thread of a virtual wheel
  *                    counts once filed (advance(0) takes it in), also
- *                    with task_leeway_ms; timers and tasks interleave. */
+ *                    with task_leeway_ms; timers and tasks interleave.
+ *                    next_due right after the submit is printed. */
 
 #include <string.h>
 
@@ -183,10 +186,10 @@ static void levels(void) {
 /* ---- Early runs with leeway --------------------------------------------- */
 
 /* docs/virtual-time.md runs a timer with leeway at the end of its block;
- * this library may run one earlier, after its deadline, at a pass that an
+ * the library may run one earlier, after its deadline, at a pass that an
  * advance's start or another timer's (perhaps stale) moment causes, and
- * then next_due is 0 while the timer is inside its block (reported; see
- * test-timer-leeway's start_in_block).  The cases below accept exactly
+ * next_due is then 0 while the timer is inside its block (test-timer-leeway,
+ * start_in_block).  Until the two agree, the cases below accept exactly
  * that, count it, and check the rest exactly. */
 
 #define MAX_MOMENTS 16384
@@ -438,8 +441,9 @@ static void random_model(void) {
 /* ---- leeway_moment ---------------------------------------------------- */
 
 static void leeway_moment(void) {
-  static const uint64_t timeout[] = {1, 100, 511, 512, 3000, 70000};
-  static const uint64_t leeway[] = {1000, 1000, 63, 1000, 100, 65535};
+  static const uint64_t timeout[] = {1, 100, 511, 512, 3000, 70000, 5};
+  static const uint64_t leeway[] = {
+      1000, 1000, 63, 1000, 100, 65535, (uint64_t) 1 << 40};
   uvtw_timer_t t;
   uint64_t now;
   uint64_t at;
@@ -450,7 +454,7 @@ static void leeway_moment(void) {
   ASSERT_EQ(0, uvtw_wheel_advance(wheel, 333));
   ASSERT_EQ(0, uvtw_timer_init(wheel, &t));
   runs = 0;
-  for (i = 0; i < 6; i++) {
+  for (i = 0; i < 7; i++) {
     ASSERT_EQ(0, uvtw_timer_set_leeway(&t, leeway[i]));
     now = uvtw_wheel_now(wheel);
     ASSERT_EQ(0, uvtw_timer_start(&t, note_cb, timeout[i], 0));

@@ -46,6 +46,10 @@ typedef struct tset_s {
   /* a safety net for runs to completion: unreferenced, stops the loop */
   uv_timer_t guard;
   int guard_hit;
+  /* calls only: a second wheel on the loop, with options.precise, and its
+   * own timers (cap of them) */
+  uvtw_wheel_t* pwheel;
+  tw_item_t* ptw;
 } tset_t;
 
 /* What a cell's runs share: the timer set and the precomputed randoms. */
@@ -141,6 +145,29 @@ static int tset_open(tset_t* t, size_t cap) {
 }
 
 
+/* The calls scenario's precise wheel and its cap timers. */
+static int tset_open_precise(tset_t* t) {
+  uvtw_options_t opts;
+  size_t i;
+  int r;
+
+  uvtw_options_init(&opts);
+  opts.precise = 1;
+  r = uvtw_wheel_new(&t->loop, &opts, &t->pwheel);
+  if (r != 0) {
+    bench_log("precise wheel setup failed: %s\n", uv_strerror(r));
+    t->pwheel = NULL;
+    return -1;
+  }
+  t->ptw = bench_alloc(t->cap * sizeof(*t->ptw));
+  for (i = 0; i < t->cap; i++) {
+    r |= uvtw_timer_init(t->pwheel, &t->ptw[i].timer);
+    t->ptw[i].timer.data = t;
+  }
+  return r;
+}
+
+
 static void tset_stop_all(tset_t* t, int side, size_t n) {
   size_t i;
 
@@ -180,12 +207,19 @@ static int tset_close(tset_t* t) {
     uv_close((uv_handle_t*) &t->uv[i].timer, NULL);
   uv_close((uv_handle_t*) &t->guard, NULL);
   uvtw_wheel_close(t->wheel, NULL);
+  if (t->pwheel != NULL) {
+    for (i = 0; i < t->cap; i++)
+      uvtw_timer_stop(&t->ptw[i].timer);
+    uvtw_wheel_close(t->pwheel, NULL);
+  }
   uv_run(&t->loop, UV_RUN_DEFAULT);
   r = uv_loop_close(&t->loop);
   if (r != 0)
     bench_log("uv_loop_close: %s\n", uv_strerror(r));
   bench_free(t->tw, t->cap * sizeof(*t->tw));
   bench_free(t->uv, t->cap * sizeof(*t->uv));
+  if (t->ptw != NULL)
+    bench_free(t->ptw, t->cap * sizeof(*t->ptw));
   return r == 0 ? 0 : -1;
 }
 
@@ -669,8 +703,13 @@ static int run_stall(void* arg, int side, bench_sample_t* out) {
 /*   earlier: each re-armed back to its first timeout (always earlier);     */
 /*   stop:    each stopped;                                                  */
 /*   pass:    N timers due 1, 2, ..., N ms ahead; the frozen clock moves    */
-/*            1 ms per loop step (fake poll): one expiry per pass.          */
-/* ns per call, frozen clock.                                                */
+/*            1 ms per loop step (fake poll): one expiry per pass;          */
+/*   start_precise (uvtw only): as start, on a second wheel of the same     */
+/*            loop made with options.precise, so each start reads          */
+/*            uv_hrtime(); last, with the clock running again (a frozen    */
+/*            clock would answer the read without the real clock's cost);   */
+/*   hrtime:  uv_hrtime() alone, the clock read start_precise adds.          */
+/* ns per call, frozen clock but for start_precise and hrtime.               */
 
 static int BENCH_NOIPA
 calls_start(tctx_t* c, int side) {
@@ -718,6 +757,23 @@ static void BENCH_NOIPA calls_pass(tctx_t* c) {
 }
 
 
+static volatile uint64_t hrtime_sink;
+
+
+static int BENCH_NOIPA
+calls_start_precise(tctx_t* c) {
+  tset_t* t;
+  size_t i;
+  int r;
+
+  t = c->t;
+  r = 0;
+  for (i = 0; i < c->n; i++)
+    r |= uvtw_timer_start(&t->ptw[i].timer, tw_count_cb, c->to0[i], 0);
+  return r;
+}
+
+
 static int run_calls(void* arg, int side, bench_sample_t* out) {
   tctx_t* c;
   tset_t* t;
@@ -727,6 +783,7 @@ static int run_calls(void* arg, int side, bench_sample_t* out) {
   uint64_t t3;
   uint64_t t4;
   uint64_t t5;
+  uint64_t t6;
   size_t i;
   int r;
 
@@ -760,6 +817,20 @@ static int run_calls(void* arg, int side, bench_sample_t* out) {
     r = -1;
   }
   tset_stop_all(t, side, c->n);
+  if (side == BENCH_SIDE_UVTW) {
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    t6 = bench_now_ns();
+    r |= calls_start_precise(c);
+    t6 = bench_now_ns() - t6;
+    for (i = 0; i < c->n; i++)
+      uvtw_timer_stop(&t->ptw[i].timer);
+    out->v[5] = (double) t6 / c->n;
+    /* The clock read a precise start adds, alone, for comparison. */
+    t6 = bench_now_ns();
+    for (i = 0; i < c->n; i++)
+      hrtime_sink += uv_hrtime();
+    out->v[6] = (double) (bench_now_ns() - t6) / c->n;
+  }
   out->v[0] = (double) (t1 - t0) / c->n;
   out->v[1] = (double) (t2 - t1) / c->n;
   out->v[2] = (double) (t3 - t2) / c->n;
@@ -1032,6 +1103,7 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     cap = 0;
   if (tset_open(&set, cap) != 0)
     return 1;
+  failed = 0;
 
   switch (s) {
   case S_INSERT:
@@ -1144,10 +1216,13 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     break;
   case S_CALLS:
     c.to0 = random_u32(n, BENCH_SEED, 1, 60000);
+    failed = tset_open_precise(&set) != 0;
     cell.ops = n;
     cell.run = run_calls;
     cell.metric[0] = "start_ns";
-    cell.nmetrics = 5;
+    cell.nmetrics = 7;
+    cell.metric[5] = "start_precise_ns";
+    cell.metric[6] = "hrtime_ns";
     cell.metric[1] = "later_ns";
     cell.metric[2] = "earlier_ns";
     cell.metric[3] = "stop_ns";
@@ -1195,7 +1270,8 @@ static int run_cell(const bench_cfg_t* cfg, scen_t s, size_t n) {
     break;
   }
 
-  failed = bench_cell_run(&cell) != 0;
+  if (!failed)
+    failed = bench_cell_run(&cell) != 0;
 
   if (s == S_WAKEUPS) {
     uv_close((uv_handle_t*) &c.prepare, NULL);

@@ -436,7 +436,8 @@ int bench_cell_run(const bench_cell_t* c) {
     for (side = 0; side < 2; side++) {
       for (m = 0; m < BENCH_MAX_METRICS; m++)
         s[side][k].v[m] = NAN;
-      if (bench_only_side >= 0 && side != bench_only_side)
+      if ((bench_only_side >= 0 && side != bench_only_side) ||
+          (c->uvtw_only && side != BENCH_SIDE_UVTW))
         continue;
       if (c->run(c->ctx, side, &s[side][k]) != 0) {
         bench_log("%s n=%llu: run %d on %s failed\n", c->scenario,
@@ -469,12 +470,14 @@ int bench_cell_run(const bench_cell_t* c) {
     }
   }
 
-  printf("scenario=%s n=%llu ops=%llu uvtw_%s=", c->scenario,
-         (unsigned long long) c->n, (unsigned long long) c->ops, c->metric[0]);
+  printf("scenario=%s n=%llu", c->scenario, (unsigned long long) c->n);
+  if (c->label != NULL)
+    printf(" %s", c->label);
+  printf(" ops=%llu uvtw_%s=", (unsigned long long) c->ops, c->metric[0]);
   print_value(med[0][0], c->is_int[0]);
   printf(" base=%s base_%s=", c->base_name, c->metric[0]);
   print_value(med[1][0], c->is_int[0]);
-  if (bench_only_side >= 0)
+  if (bench_only_side >= 0 || c->uvtw_only)
     rmin = rmax = NAN;
   printf(" ratio=%.2f ratio_min=%.2f ratio_max=%.2f",
          ratio_of(c->direction, med[0][0], med[1][0]), rmin, rmax);

@@ -20,7 +20,7 @@
 #define BENCH_SIDE_UVTW 0
 #define BENCH_SIDE_BASE 1
 
-#define BENCH_MAX_METRICS 8
+#define BENCH_MAX_METRICS 16
 #define BENCH_MAX_RUNS 101
 
 /* The ratio's direction: the ratio is always > 1 when uvtw is better. */
@@ -50,6 +50,8 @@ typedef int (*bench_run_fn)(void* ctx, int side, bench_sample_t* out);
 typedef struct bench_cell_s {
   const char* scenario;
   uint64_t n;
+  const char* label;     /* NULL, or "key=value" printed after n= */
+  int uvtw_only;         /* no baseline: base keys and ratios print nan */
   uint64_t ops;
   const char* base_name; /* the baseline's name, printed as base=NAME */
   int direction;         /* BENCH_LOWER_IS_BETTER or BENCH_HIGHER_IS_BETTER */
@@ -166,6 +168,7 @@ double bench_median(double* v, int n);
 
 int bench_timers_main(const bench_cfg_t* cfg);
 int bench_tasks_main(const bench_cfg_t* cfg);
+int bench_server_main(const bench_cfg_t* cfg);
 
 /* Non-zero if the scenario `name` is selected by --scenario. */
 int bench_selected(const bench_cfg_t* cfg, const char* name);

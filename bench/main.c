@@ -15,7 +15,7 @@ static const char* const scenarios[] = {
     "expire-rand",    "expire-seq-10s",  "expire-rand-10s", "memory",
     "idle-wakeups",   "lateness",        "stall-spread", "stall-same",
     "stall-early",    "calls",           "submit",       "submit-cancel",
-    "submit-steady",
+    "submit-steady",  "idle-server",
     NULL};
 
 
@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
   t0 = bench_now_ns();
   failed = bench_timers_main(&cfg);
   failed += bench_tasks_main(&cfg);
+  failed += bench_server_main(&cfg);
   failed += bench_soft_failures();
   bench_log("uvtw-bench: %d failed cell(s), %.1f s in all\n", failed,
             (bench_now_ns() - t0) / 1e9);

@@ -37,17 +37,19 @@
  *
  * Pre-cascade.  The next block of level l >= 1 fits in level l - 1 for as
  * long as n is in the block before it (the lower ring is twice as long as
- * one block of this level).  So each pass moves a share of that slot's
- * timers down: the share of the time until the block begins that elapsed
- * since the last pass (count * elapsed / (remaining + elapsed), rounded up),
- * and the driver is woken for it when the slot holds more than
- * UVTW__PRECASCADE_CHUNK timers, about every CHUNK timers' worth of time.
- * A slot of a million timers is thus re-filed ~1,024 at a time over the
- * second (at level 1) before its block, not all in the one iteration that
- * enters it.  What is left when the block begins is collected then, as
- * without a pre-cascade.  Only levels that held a slot of more than CHUNK
- * timers (big_levels) pre-cascade: a smaller slot is re-filed whole when
- * its block begins, no more work than one pre-cascade step.
+ * one block of this level).  So each pass (and each catch-up, which moves
+ * now too) moves a share of that slot's timers down: the share of the time
+ * until the block begins that elapsed since the last (count * elapsed /
+ * (remaining + elapsed), rounded up), and the driver is woken for it when
+ * the slot holds more than UVTW__PRECASCADE_CHUNK timers, about every CHUNK
+ * to 2 * CHUNK timers' worth of time, at a multiple of a power of two so
+ * that the wake-ups of several slots, and the coalesced expiries of timers
+ * with leeway, fall together.  A slot of a million timers is thus re-filed
+ * ~1,024 at a time over the second (at level 1) before its block, not all
+ * in the one iteration that enters it.  What is left when the block begins is
+ * collected then, as without a pre-cascade.  Only levels that held a slot of
+ * more than CHUNK timers (big_levels) pre-cascade: a smaller slot is re-filed
+ * whole when its block begins, no more work than one pre-cascade step.
  *
  * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
  * only rewrites its deadline: its slot's block starts at or before the old
@@ -270,10 +272,13 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
       continue;
     step =
         left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
-    if (step == 0)
-      step = 1;
-    if (core->now_tick + step < best)
-      best = core->now_tick + step;
+    /* At the next multiple of the power of two at or above the step: at
+     * most two chunks' worth of time, and the steps of all slots and the
+     * coalesced expiries of timers with leeway fall on one grid, so that
+     * they share wake-ups. */
+    step = step <= 1 ? 1 : (uint64_t) 2 << (63 ^ __builtin_clzll(step - 1));
+    if ((core->now_tick | (step - 1)) + 1 < best)
+      best = (core->now_tick | (step - 1)) + 1;
   }
   return best;
 }
@@ -807,13 +812,19 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
 void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
   struct uvtw__link todo;
   uint64_t n2;
+  uint64_t n;
 
+  n = core->now_tick;
   n2 = uvtw__core_tick_floor(core, now_ms);
-  if (n2 <= core->now_tick)
+  if (n2 <= n)
     return;
   uvtw__list_init(&todo);
   advance(core, n2, &todo, &todo);
   cascade(core, &todo, &core->ready);
+  /* Its share of the pre-cascade, as a pass would do: the next pass counts
+   * its share from here. */
+  if (core->big_levels != 0)
+    precascade(core, n2 - n);
 }
 
 

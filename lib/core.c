@@ -42,11 +42,11 @@
  * until the block begins that elapsed since the last (count * elapsed /
  * (remaining + elapsed), rounded up), and the driver is woken for it when
  * the slot holds more than UVTW__PRECASCADE_CHUNK timers, about every CHUNK
- * to 2 * CHUNK timers' worth of time, at a multiple of a power of two so
- * that the wake-ups of several slots, and the coalesced expiries of timers
- * with leeway, fall together.  A slot of a million timers is thus re-filed
- * ~1,024 at a time over the second (at level 1) before its block, not all
- * in the one iteration that enters it.  What is left when the block begins is
+ * timers' worth of time (on a wheel with leeway in use, up to 2 * CHUNK, at
+ * a multiple of a power of two, so that the steps share the wake-ups of the
+ * coalesced expiries).  A slot of a million timers is thus re-filed ~1,024
+ * at a time over the second (at level 1) before its block, not all in the
+ * one iteration that enters it.  What is left when the block begins is
  * collected then, as without a pre-cascade.  Only levels that held a slot of
  * more than CHUNK timers (big_levels) pre-cascade: a smaller slot is re-filed
  * whole when its block begins, no more work than one pre-cascade step.
@@ -258,6 +258,8 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t best;
   uint64_t left;
   uint64_t step;
+  uint64_t tick;
+  uint64_t grid;
   uint32_t count;
   uint32_t levels;
   unsigned s;
@@ -272,13 +274,16 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
       continue;
     step =
         left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
-    /* At the next multiple of the power of two at or above the step: at
-     * most two chunks' worth of time, and the steps of all slots and the
-     * coalesced expiries of timers with leeway fall on one grid, so that
-     * they share wake-ups. */
-    step = step <= 1 ? 1 : (uint64_t) 2 << (63 ^ __builtin_clzll(step - 1));
-    if ((core->now_tick | (step - 1)) + 1 < best)
-      best = (core->now_tick | (step - 1)) + 1;
+    tick = core->now_tick + (step == 0 ? 1 : step);
+    /* With leeway in use: at the next multiple of the power of two at or
+     * above the step, where coalesced expiries fall, so that the step
+     * shares their wake-up (it then moves up to two chunks). */
+    if (core->leeway_used && step > 1) {
+      grid = (uint64_t) 2 << (63 ^ __builtin_clzll(step - 1));
+      tick = (core->now_tick | (grid - 1)) + 1;
+    }
+    if (tick < best)
+      best = tick;
   }
   return best;
 }

@@ -66,12 +66,15 @@ byte wq = W_NONE;
 bool wran;
 bool close_done;
 byte pdone;
+bool held;     /* node->held: accepted by the loop, not freed */
+byte counted;  /* cancels counted: taken_back, the loop's cancelled */
 /* For the properties. */
 byte ends[4];
 bool accepted[4];
 bool cancelled0[4];
 byte promised[4];
 bool a_known;
+byte cancels; /* cancels that returned 0 or UV_EBUSY */
 
 inline push() {
   atomic {
@@ -162,8 +165,13 @@ inline uvtw_cancel(idgen, res) {
       :: gen == idgen && (st == PENDING || st == QUEUED) ->
         st = CANCELLED;
         res = OK;
+        cancels++;
         cancelled0[idgen] = 1;
         end_task(idgen);
+        if
+        :: !taken -> counted++ /* taken_back */
+        :: else
+        fi;
         if
         :: taken && !inq -> inq = 1; mypush = 1
         :: else
@@ -171,6 +179,7 @@ inline uvtw_cancel(idgen, res) {
       :: gen == idgen && st == RUNNING ->
         st = STOPPING;
         res = EBUSY;
+        cancels++;
         end_task(idgen)
       :: else -> res = ENOENT
       fi
@@ -296,6 +305,11 @@ inline release_if_idle() {
      (st == CANCELLED || st == DONE) ->
     atomic { /* uvtw__node_free's plain store: nobody can move it */
       assert(!inq && writers == 0 && (st == CANCELLED || st == DONE));
+      if
+      :: held && st == CANCELLED -> counted++ /* a cancel counted it not */
+      :: else
+      fi;
+      held = 0;
       gen++;
       st = FREE;
       taken = 0;
@@ -336,6 +350,10 @@ inline take() {
     taken = 1;
     if
     :: loc != AT_WORK -> moved = 0
+    :: else
+    fi;
+    if
+    :: !w_taken && w_st == PENDING -> held = 1
     :: else
     fi
   }
@@ -383,18 +401,23 @@ inline fire() {
       :: st == RUNNING && !repeating ->
         st = DONE; end_task(gen); g_live--
       :: st == RUNNING && repeating -> st = PENDING
-      :: st == STOPPING -> st = DONE; g_live--
-      fi;
-      w_st = st;
-      if
-      :: st == PENDING && moved -> moved = 0; act = 1
-      :: else -> act = 0
+      :: st == STOPPING -> st = DONE; g_live--; counted++
       fi
     }
+    w_st = st;
     if
-    :: w_st == PENDING && act == 1 -> file_at_deadline()
-    :: w_st == PENDING && act == 0
-    :: w_st == DONE -> loc = AT_NONE; release_if_idle()
+    :: w_st == PENDING ->
+      atomic { /* clear_moved */
+        if
+        :: st == PENDING && moved -> moved = 0; act = 1
+        :: else -> act = 0 /* no reset, or a cancel won first */
+        fi
+      }
+      if
+      :: act == 1 -> file_at_deadline()
+      :: else
+      fi
+    :: else -> loc = AT_NONE; release_if_idle()
     fi
   fi
 }
@@ -403,19 +426,22 @@ inline after_work_cb() {
   loc = AT_NONE;
   status = (wq == W_UV_CANCELED -> ECANCELED : OK);
   wq = W_NONE;
+  act = 2;
   if
-  :: st == PENDING && status == OK && !g_closing ->
-    atomic {
+  :: status == OK && !g_closing ->
+    atomic { /* clear_moved */
       if
-      :: moved -> moved = 0; act = 1
-      :: else -> act = 0
+      :: st == PENDING && moved -> moved = 0; act = 1
+      :: st == PENDING && !moved -> act = 0
+      :: else
       fi
     }
-    if
-    :: act == 1 -> file_at_deadline()
-    :: else -> fdl = CAP(now + 1); loc = AT_WHEEL
-    fi
-  :: else ->
+  :: else
+  fi;
+  if
+  :: act == 1 -> file_at_deadline()
+  :: act == 0 -> fdl = CAP(now + 1); loc = AT_WHEEL
+  :: act == 2 ->
     if
     :: g_closing -> to_final()
     :: else -> release_if_idle()
@@ -446,13 +472,23 @@ inline close_step() {
     :: else
     fi
   }
-  atomic {
+  /* The gate first, then the queue, then the CAS (which compares the
+   * word it read). */
+  if
+  :: wq == W_NONE && loc != AT_FINAL_LIST ->
+    atomic { ok = (g_calls == 0 && g_live == 0) }
     if
-    :: qlen == 0 && !inbox && loc != AT_FINAL_LIST && wq == W_NONE &&
-       g_calls == 0 && g_live == 0 -> g_closed = 1; close_done = 1
+    :: ok && qlen == 0 ->
+      atomic {
+        if
+        :: g_calls == 0 && g_live == 0 -> g_closed = 1; close_done = 1
+        :: else
+        fi
+      }
     :: else
     fi
-  }
+  :: else
+  fi
 }
 
 proctype pool_thread() {
@@ -473,7 +509,7 @@ proctype pool_thread() {
         if
         :: st == RUNNING && !repeating -> st = DONE; end_task(gen); g_live--
         :: st == RUNNING && repeating -> st = PENDING
-        :: st == STOPPING -> st = DONE; g_live--
+        :: st == STOPPING -> st = DONE; g_live--; counted++
         fi
       }
     :: else
@@ -505,6 +541,8 @@ proctype loop() {
   pdone == 2;
   /* Every accepted task ended exactly once. */
   assert(ends[1] == accepted[1] && ends[2] == accepted[2]);
+  /* tasks_cancelled counts every cancel that returned 0 or UV_EBUSY. */
+  assert(counted == cancels);
   assert(g_live == 0 && g_calls == 0)
 }
 

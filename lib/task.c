@@ -7,8 +7,9 @@
  * node that comes again (a notice) is unfiled if cancelled, re-filed if a
  * reset moved it, and freed once it ended.  The pass pops a due task's
  * timer (uvtw__task_fire): it runs on the loop, or goes to uv_queue_work
- * and comes back in after_work_cb.  A node is freed only by the loop, once
- * it ended and nothing refers to it (release_if_idle).
+ * and comes back in after_work_cb.  The loop frees a node once it ended
+ * and nothing refers to it (release_if_idle); a cancel frees one that the
+ * loop never saw (task-shared.c, unqueue).
  * Liveness (docs/tasks.md): the loop references the async handle while it
  * holds a task (accepted, not freed) or its queue holds entries (backlog);
  * on a virtual wheel a filed task holds nothing. */

@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* uvtw__tasks_check: the loop's task bookkeeping re-derived from the nodes,
- * as uvtw__core_check does for the core: for the tests, and after every
- * pass and every drain in UVTW_CHECK_INVARIANTS builds.
- *
- * Loop thread.  While other threads may call in, it reads only what the
- * loop alone writes (held, location, work, the lists, the filed count) and
- * state words.  With `quiescent` (no other thread inside the wheel, the
- * queue taken in) it also counts the free nodes on the free stack and the
- * live tasks against the gate. */
+ * as uvtw__core_check does for the core (tests; UVTW_CHECK_INVARIANTS).
+ * Loop thread: it reads only what the loop alone writes, and state words;
+ * with `quiescent` (no other thread inside, the queue taken in) also the
+ * free stack and the gate's live count. */
 
 #include <inttypes.h>
 

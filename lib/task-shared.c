@@ -4,52 +4,46 @@
  * the node table, the free stack, the queue, the gate, and uvtw_submit,
  * uvtw_cancel and uvtw_reset.  The loop's side is task.c.
  *
- * Ground rules.  (Flag names here drop their UVTW__ prefix: G_CLOSING is
- * UVTW__G_CLOSING, W_INQ is UVTW__W_INQ, and so on, as in task.h.)
+ * Ground rules.  (Flag names drop their UVTW__ prefix, as in task.h.)
  *
  * 1. The gate (tasks->gate, one word): G_CLOSING | G_CLOSED | calls inside
- *    (x G_CALL) | live tasks (x G_LIVE).  Every call enters by one
- *    read-modify-write of it and leaves by another, as libuv's
+ *    (x G_CALL) | live tasks (x G_LIVE).  Submit and reset enter by one
+ *    read-modify-write of it and leave by another, as libuv's
  *    uv_async_send marks itself busy and uv_close waits for it:
- *      submit:        fetch_add +G_CALL +G_LIVE, undone and refused
- *                     (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
- *                     instead, refused (UV_ENOSPC) at max_tasks live;
- *      cancel, reset: fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
- *      leaving:       fetch_sub G_CALL (and G_LIVE if the call ended a
- *                     task), release.
+ *      submit:   fetch_add +G_CALL +G_LIVE, undone and refused
+ *                (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
+ *                instead, refused (UV_ENOSPC) at max_tasks live;
+ *      reset:    fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
+ *      leaving:  fetch_sub G_CALL, release.
+ *    A cancel does not enter: one that ends a task writes while the task
+ *    counts live (close waits for it) and ends the count last (release);
+ *    any other writes at most a running, so live, task's STOPPING.
  *    Close (loop thread) sets G_CLOSING, and finishes by one CAS that sets
  *    G_CLOSED only from a word with no call inside and no task live.  All
- *    are read-modify-writes of one word, so they are totally ordered: a
- *    submit either enters before G_CLOSING (close then waits for it and
- *    drains its task, whose final call follows) or is refused; a call
- *    that entered is waited for, and its leave (release) makes all it did
- *    visible to close's acquire.  No fence is needed.  The live count is
- *    exact at every moment: a task counts from its submit's entry until
- *    the read-modify-write of whoever ends it (the loop, a threadpool
- *    thread, or a cancel's leave); a submit that close refuses counts for
- *    an instant.
+ *    are read-modify-writes of one word, so totally ordered: a submit
+ *    enters before G_CLOSING (close waits for it and drains its task) or is
+ *    refused; a leave (release) makes all the call did visible to close's
+ *    acquire.  No fence is needed.  A task counts live from its submit's
+ *    entry to the read-modify-write of whoever ends it.
  *
  * 2. A node is type-stable: chunks of the table are never moved or freed
  *    before the wheel is, so any thread may read a node found by an id's
  *    index.  Its fields:
- *      state     all threads, by CAS only (acq_rel), except two plain
- *                stores by the thread that owns a node no other thread
- *                can move: submit's FREE -> PENDING of a node it popped,
- *                and the loop's freeing of an ended node (uvtw__node_free)
- *                that no id can move any more (ended states are final,
- *                and no reset is inside: writers 0).
- *      next      the thread that set W_INQ, then the loop.
+ *      state     all threads, by CAS only (acq_rel), except plain stores
+ *                by a thread that owns a node no other can move: submit's
+ *                FREE -> PENDING of a node it popped, and the freeing of
+ *                an ended node with no writer (ended states are final) by
+ *                the loop (uvtw__node_free) or by a cancel (unqueue).
+ *      next      the thread that set W_INQ, then the loop (or unqueue).
  *      deadline  submit, before publishing; a reset, only while its
  *                writer count in the state word holds the node (so a
  *                stale id never writes another task's deadline); the loop
  *                reads it after a CAS that saw W_MOVED or took the node in
- *                (acquire), so it sees the value of the last reset that
- *                set W_MOVED, or a later one.
+ *                (acquire): the last reset's value, or a later one.
  *      cb, arg, repeat_ms   submit, before publishing; then read only.
- *      free_next the thread that pushes the node on the free stack (the
- *                loop, or a thread growing the table); read by poppers,
- *                whose CAS fails if the node left the stack meanwhile.
- *      the rest  the loop's (task.c).
+ *      free_next whoever pushes the node on the free stack; read by
+ *                poppers, whose CAS fails if it left the stack meanwhile.
+ *      the rest  the loop's (task.c), and gen_end the freeing thread's.
  *
  * 3. The state word: generation << 24 | writers << 8 | flags | state.
  *    Every move is one CAS on the whole word, so it carries the id's
@@ -60,27 +54,24 @@
  *      cancel  PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
  *              STOPPING (UV_EBUSY), or from the task's own callback, a
  *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
+ *              one not taken in, no writer, on top of the queue: also
+ *              writers + 1, and pops and frees it (rule 4);
  *      reset   writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT); stores
  *              the deadline; writers - 1 | W_MOVED, and QUEUED -> PENDING
  *              (0; RUNNING: UV_EBUSY, the next run of a repeating task
  *              moves), or ENOENT if the task ended meanwhile;
  *      loop    take-in: clears W_INQ, and W_MOVED as it files the node
- *              whatever its state (a take-in never runs during a run of
- *              the task, so no run can be moved by it), sets
- *              W_TAKEN; expiry PENDING -> RUNNING or QUEUED, or if
- *              W_MOVED, clears it and re-files instead; after a run
- *              RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; close
- *              PENDING/QUEUED -> CLOSED -> DONE;
- *      work    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE
- *              (after_work_cb clears W_MOVED as it re-files).
- *    A thread other than the loop that needs the loop to look at a node
- *    it took in (a cancel: unfile it; a reset: re-file it; the last reset
- *    writer of an ended task: free it) sets W_INQ in its CAS if it was
- *    clear, and then pushes the node: W_INQ set means "in the queue, or
- *    about to be", so a node is in the queue at most once, and the loop
- *    frees a node only with W_INQ clear and no writer.  A node not taken
- *    in yet has W_INQ (submit's push): the loop sees its latest word when
- *    it takes it in.
+ *              (never during a run of the task), sets W_TAKEN; expiry
+ *              PENDING -> RUNNING or QUEUED, or if W_MOVED, clears it and
+ *              re-files; after a run RUNNING -> PENDING/DONE/CLOSED,
+ *              STOPPING -> DONE; close PENDING/QUEUED -> CLOSED -> DONE;
+ *      work    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE.
+ *    A thread that needs the loop to look again at a node it took in (a
+ *    cancel: unfile it; a reset: re-file it; the last reset writer of an
+ *    ended task: free it) sets W_INQ in its CAS if it was clear, then
+ *    pushes the node: W_INQ means "in the queue, or about to be", so a
+ *    node is queued at most once, and the loop frees a node only with
+ *    W_INQ clear and no writer.  A node not taken in yet has W_INQ.
  *
  * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
  *    llist: a push is a CAS of the head (release: the node's fields are
@@ -89,15 +80,18 @@
  *    in order.  A push that finds the stack empty wakes the loop with
  *    uv_async_send: after the loop's exchange, the next push finds it
  *    empty, so no entry is left without a wake-up, and no fence is needed.
+ *    A cancel may pop its own node off the top (unqueue): the bottom entry
+ *    still found the stack empty (its wake-up stands), and the cancel's
+ *    writer keeps the node from being freed, so from coming back to the
+ *    top with another `next` (no ABA).
  *
  * 5. The free stack (tasks->free_top) is a Treiber stack of node indices
  *    with a 35-bit ABA tag in the same 64-bit word (lock-free on every
- *    target: i686, armv7 and aarch64 have 64-bit CAS, and the static
- *    asserts below check it, with the 8-byte alignment GCC 11 and clang
- *    give 64-bit atomics on 32-bit targets).  The loop pushes a
- *    chain of freed nodes per batch of work; producers pop one node.  An
- *    empty stack grows the table under grow_lock, the one mutex: only
- *    when no free node is left.
+ *    target: i686, armv7 and aarch64 have 64-bit CAS; the static asserts
+ *    below check it, with the 8-byte alignment GCC 11 and clang give).
+ *    The loop pushes a chain of freed nodes per batch of work, a cancel
+ *    the node it unqueued; producers pop one.  An empty stack grows the
+ *    table under grow_lock, the one mutex.
  *
  * 6. Generations: an index's generations are handed out by one
  *    process-wide counter per index, to every wheel, a block at a time, so
@@ -125,8 +119,7 @@ _Thread_local uvtw__tls_t uvtw__tls __attribute__((tls_model("initial-exec")));
 
 static uv_once_t gen_once = UV_ONCE_INIT;
 static uv_mutex_t gen_lock;
-/* Chunk c: the generation counters of the indices of a table's chunk c
- * (task.h). */
+/* Chunk c: the generation counters of the indices of a table's chunk c. */
 _Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
 
 
@@ -140,8 +133,7 @@ static void gen_lock_init(void) {
  * made them).  Returns the first, 0 if the index has none left. */
 static uint64_t gen_reserve(uvtw__task_t* node, uint64_t n) {
   _Atomic uint64_t* counter;
-  uint64_t offset;
-  uint64_t used;
+  uint64_t offset, used;
   unsigned c;
 
   c = 63 - (unsigned) __builtin_clzll(node->index / UVTW__CHUNK0 + 1);
@@ -159,8 +151,7 @@ static uint64_t gen_reserve(uvtw__task_t* node, uint64_t n) {
 static void free_push(uvtw__tasks_t* tasks,
                       uvtw__task_t* first,
                       uvtw__task_t* last) {
-  uint64_t top;
-  uint64_t next;
+  uint64_t top, next;
 
   top = atomic_load_explicit(&tasks->free_top, memory_order_relaxed);
   do {
@@ -177,8 +168,7 @@ static void free_push(uvtw__tasks_t* tasks,
  * and came back since `top` was read (its free_next may be stale then). */
 static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
   uvtw__task_t* node;
-  uint64_t top;
-  uint64_t next;
+  uint64_t top, next;
 
   top = atomic_load_explicit(&tasks->free_top, memory_order_acquire);
   while (UVTW__FREE_LINK(top) != 0) {
@@ -205,8 +195,7 @@ static int grow(uvtw__tasks_t* tasks) {
   uvtw__task_t* tail;
   uint64_t gen;
   void* mem;
-  size_t n;
-  size_t i;
+  size_t n, i;
   _Atomic uint64_t* gens;
   unsigned c;
   int err;
@@ -269,14 +258,23 @@ void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
-void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+/* Gives an ended node only the caller can reach its next generation, as
+ * a free node: 0 if its index has none left (retired, never reused). */
+static int renew(uvtw__task_t* node) {
   uint64_t gen;
 
   gen = UVTW__GEN(atomic_load_explicit(&node->state, memory_order_relaxed)) + 1;
   if (gen == node->gen_end && (gen = gen_reserve(node, GEN_BLOCK)) == 0)
-    return; /* retired: its index has no generation left */
+    return 0;
   atomic_store_explicit(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
                         memory_order_relaxed);
+  return 1;
+}
+
+
+void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  if (!renew(node))
+    return;
   atomic_store_explicit(&node->free_next, tasks->freed_first,
                         memory_order_relaxed);
   if (tasks->freed_first == 0)
@@ -295,19 +293,6 @@ void uvtw__free_flush(uvtw__tasks_t* tasks) {
     UVTW__UNREACHABLE();
   free_push(tasks, first, tasks->freed_last);
   tasks->freed_first = 0;
-}
-
-
-/* A call other than submit enters: 0 if close is done with the tasks. */
-static int enter(uvtw__tasks_t* tasks) {
-  uint64_t g;
-
-  g = atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL,
-                                memory_order_acquire);
-  if (!(g & UVTW__G_CLOSED))
-    return 1;
-  atomic_fetch_sub_explicit(&tasks->gate, UVTW__G_CALL, memory_order_relaxed);
-  return 0;
 }
 
 
@@ -340,9 +325,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_id_t* id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t deadline;
-  uint64_t g;
-  uint64_t w;
+  uint64_t deadline, g, w;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
@@ -384,10 +367,9 @@ int uvtw_submit(uvtw_wheel_t* wheel,
       (flags & UVTW_THREADPOOL ? UVTW__W_WORK : 0);
   atomic_store_explicit(&node->state, w, memory_order_relaxed);
   uvtw__queue_push(tasks, node); /* release: publishes all of the above */
-  /* Liveness: the loop holds itself for what its queue holds, from its
-   * next flush on; a submit on the loop thread (say before uv_run) holds
-   * it at once, as a uv_queue_work request does.  Only the loop thread
-   * may uv_ref. */
+  /* Liveness: the loop holds itself for its queue from its next flush on;
+   * a submit on the loop thread (say before uv_run) holds it at once, as
+   * uv_queue_work does.  Only the loop thread may uv_ref. */
   if (tasks->loop_thread == &uvtw__tls.token && !tasks->holds_loop) {
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
@@ -397,88 +379,14 @@ int uvtw_submit(uvtw_wheel_t* wheel,
 }
 
 
-int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
-  uvtw__tasks_t* tasks;
-  uvtw__task_t* node;
-  uint64_t w;
+/* Lets go of a writer's hold (w: a word with it), applying a reset's
+ * deadline (W_MOVED, release) to a task that waits or runs: 0, UV_EBUSY if
+ * it runs, else UV_ENOENT; pushes a notice if the loop must re-file the
+ * task or, as the last writer of a task that ended, free it. */
+static int let_go(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
   uint64_t n;
   int err;
 
-  if (wheel == NULL)
-    return UV_EINVAL;
-  tasks = &wheel->tasks;
-  if ((id & UVTW__GEN_MASK) == 0 || !enter(tasks))
-    return UV_ENOENT;
-  err = UV_ENOENT;
-  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
-  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
-                   : 0;
-  while (node != NULL && UVTW__GEN(w) == (id & UVTW__GEN_MASK)) {
-    switch (UVTW__STATE(w)) {
-    case UVTW__T_PENDING:
-    case UVTW__T_QUEUED:
-      err = 0;
-      n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
-      break;
-    case UVTW__T_RUNNING:
-      if (node != uvtw__tls.current_task) {
-        err = UV_EBUSY; /* the run ends the task */
-        n = UVTW__WITH_STATE(w, UVTW__T_STOPPING);
-      } else if (node->repeat_ms != 0) {
-        err = 0; /* no run after this one */
-        n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
-      } else {
-        goto out; /* a one-shot's run is its end */
-      }
-      break;
-    default:
-      goto out;
-    }
-    if (err == 0 && (w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
-      n |= UVTW__W_INQ; /* the loop must unfile it: a notice */
-    if (uvtw__task_cas(node, &w, n))
-      break;
-    err = UV_ENOENT;
-  }
-  if (err == 0 && !(w & UVTW__W_TAKEN))
-    atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
-  if (err == 0 && !(w & UVTW__W_INQ) && (w & UVTW__W_TAKEN))
-    uvtw__queue_push(tasks, node);
-out:
-  leave(tasks, err == 0 ? UVTW__G_CALL + UVTW__G_LIVE : UVTW__G_CALL);
-  return err;
-}
-
-
-int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
-  uvtw__tasks_t* tasks;
-  uvtw__task_t* node;
-  uint64_t deadline;
-  uint64_t w;
-  uint64_t n;
-  int err;
-
-  if (wheel == NULL)
-    return UV_EINVAL;
-  tasks = &wheel->tasks;
-  deadline = deadline_in(tasks, delay_ms);
-  if ((id & UVTW__GEN_MASK) == 0 || !enter(tasks))
-    return UV_ENOENT;
-  err = UV_ENOENT;
-  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
-  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
-                   : 0;
-  /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
-  do
-    if (node == NULL || UVTW__GEN(w) != (id & UVTW__GEN_MASK) ||
-        UVTW__STATE(w) < UVTW__T_PENDING || UVTW__STATE(w) > UVTW__T_RUNNING)
-      goto out;
-  while (!uvtw__task_cas(node, &w, w + UVTW__W_WRITER));
-  atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
-  /* Let go, and publish the deadline (release) if the task still waits
-   * or runs; a notice if the loop must re-file it, or, as the last writer
-   * of a task that ended meanwhile, free it. */
-  w += UVTW__W_WRITER;
   do {
     n = w - UVTW__W_WRITER;
     err = UV_ENOENT;
@@ -496,6 +404,109 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
   } while (!uvtw__task_cas(node, &w, n));
   if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
     uvtw__queue_push(tasks, node);
+  return err;
+}
+
+
+/* A cancel ended a task not taken in yet and holds it as a writer (word
+ * w): pops it if still on top of the queue and frees it (a retired one
+ * keeps its ended word), or else lets go (rule 4). */
+static void unqueue(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(&tasks->head, memory_order_acquire);
+  if (head == node &&
+      atomic_compare_exchange_strong_explicit(
+          &tasks->head, &head,
+          atomic_load_explicit(&node->next, memory_order_relaxed),
+          memory_order_acquire, memory_order_relaxed)) {
+    if (renew(node))
+      free_push(tasks, node, node); /* release: publishes the word */
+    return;
+  }
+  let_go(tasks, node, w);
+}
+
+
+/* No gate (rule 1). */
+int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t w, n;
+  unsigned st;
+  int hold;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  tasks = &wheel->tasks;
+  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
+  if ((id & UVTW__GEN_MASK) == 0 || node == NULL)
+    return UV_ENOENT;
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
+      return UV_ENOENT;
+    st = UVTW__STATE(w);
+    if (st == UVTW__T_RUNNING && node != uvtw__tls.current_task) {
+      if (uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
+        return UV_EBUSY; /* the run ends the task */
+      continue;
+    }
+    /* From its own callback, a repeating task has no run after this one;
+     * a one-shot's run is its end. */
+    if (st == UVTW__T_RUNNING ? node->repeat_ms == 0
+                              : st != UVTW__T_PENDING && st != UVTW__T_QUEUED)
+      return UV_ENOENT;
+    n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
+    /* A notice if the loop must unfile it; a writer if unqueue() may pop
+     * it (not on the loop thread: its submit held the loop for the entry). */
+    hold = !(w & (UVTW__W_TAKEN | UVTW__W_WRITERS)) &&
+           tasks->loop_thread != &uvtw__tls.token &&
+           atomic_load_explicit(&tasks->head, memory_order_relaxed) == node;
+    if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
+      n |= UVTW__W_INQ;
+    if (uvtw__task_cas(node, &w, hold ? n + UVTW__W_WRITER : n))
+      break;
+  }
+  if (!(w & UVTW__W_TAKEN))
+    atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
+  if (hold)
+    unqueue(tasks, node, n + UVTW__W_WRITER);
+  else if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
+    uvtw__queue_push(tasks, node);
+  uvtw__live_end(tasks); /* release: all of the above happens before */
+  return 0;
+}
+
+
+int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
+  uvtw__tasks_t* tasks;
+  uvtw__task_t* node;
+  uint64_t deadline, w;
+  int err;
+
+  if (wheel == NULL)
+    return UV_EINVAL;
+  tasks = &wheel->tasks;
+  deadline = deadline_in(tasks, delay_ms);
+  if ((id & UVTW__GEN_MASK) == 0)
+    return UV_ENOENT;
+  err = UV_ENOENT;
+  if (atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL,
+                                memory_order_acquire) &
+      UVTW__G_CLOSED)
+    goto out; /* close is done with the tasks */
+  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
+  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
+                   : 0;
+  /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
+  do
+    if (node == NULL || UVTW__GEN(w) != (id & UVTW__GEN_MASK) ||
+        UVTW__STATE(w) < UVTW__T_PENDING || UVTW__STATE(w) > UVTW__T_RUNNING)
+      goto out;
+  while (!uvtw__task_cas(node, &w, w + UVTW__W_WRITER));
+  atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
+  err = let_go(tasks, node, w + UVTW__W_WRITER);
 out:
   leave(tasks, UVTW__G_CALL);
   return err;

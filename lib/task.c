@@ -7,14 +7,12 @@
  * node that comes again (a notice) is unfiled if cancelled, re-filed if a
  * reset moved it, and freed once it ended.  The pass pops a due task's
  * timer (uvtw__task_fire): it runs on the loop, or goes to uv_queue_work
- * and comes back in after_work_cb.  A node is freed only by the loop, once
- * it ended and nothing refers to it (release_if_idle).
- *
- * Liveness: the loop references the async handle while it holds a task
- * (accepted, not freed) or its queue holds entries (`backlog`, looked at
- * after every batch of loop work); on a virtual wheel a filed task holds
- * nothing (it waits for uvtw_wheel_advance).  docs/tasks.md, "Liveness".
- */
+ * and comes back in after_work_cb.  The loop frees a node once it ended
+ * and nothing refers to it (release_if_idle); a cancel frees one that the
+ * loop never saw (task-shared.c, unqueue).
+ * Liveness (docs/tasks.md): the loop references the async handle while it
+ * holds a task (accepted, not freed) or its queue holds entries (backlog);
+ * on a virtual wheel a filed task holds nothing. */
 
 #include <stdlib.h>
 #include <string.h>
@@ -152,8 +150,7 @@ static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 /* One queue entry: a new task, or a node that a cancel, a reset or the
  * last reset writer of an ended task pushed again. */
 static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uint64_t w;
-  uint64_t n;
+  uint64_t w, n;
 
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   do {
@@ -166,7 +163,7 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     wheel->tasks.held++;
     node->held = 1;
   }
-  switch (UVTW__STATE(w)) {
+  switch (UVTW__STATE(w)) { /* running or closed: dealt with there */
   case UVTW__T_PENDING:
     if (node->location == UVTW__AT_WORK)
       break;
@@ -180,9 +177,6 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   case UVTW__T_DONE:
     unfile(wheel, node);
     release_if_idle(wheel, node);
-    break;
-  default: /* running, or owed its final call: dealt with there */
-    break;
   }
 }
 
@@ -194,9 +188,8 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
   size_t n;
 
   tasks = &wheel->tasks;
-  /* The whole stack, newest first, reversed into the inbox: once per call,
-   * so that pushes meanwhile find the stack busy and send no wake-up (the
-   * wheel's next drain takes them). */
+  /* The whole stack, newest first, reversed into the inbox, once per call:
+   * pushes meanwhile find it busy and send no wake-up (the next drain). */
   if (tasks->inbox == NULL) {
     node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
     for (; node != NULL; node = next) {
@@ -264,11 +257,23 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
+/* Clears W_MOVED of a waiting task; returns the word it saw last (not
+ * PENDING if a cancel won first: its notice follows, so file nothing). */
+static uint64_t clear_moved(uvtw__task_t* node) {
+  uint64_t w;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  while (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED) &&
+         !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
+    ;
+  return w;
+}
+
+
 /* After a run on the loop, or on the threadpool: the task waits again, ends, or
  * is owed its final call.  Returns the word it moved from. */
 static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
-  uint64_t w;
-  uint64_t n;
+  uint64_t w, n;
 
   w = atomic_load_explicit(&node->state, memory_order_acquire);
   for (;;) {
@@ -311,30 +316,25 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     uncount_lateness(wheel);
     return;
   }
-  for (;;) {
-    if (UVTW__STATE(w) != UVTW__T_PENDING) { /* cancelled: its notice comes */
+  do {
+    if (UVTW__STATE(w) != UVTW__T_PENDING || (w & UVTW__W_MOVED)) {
+      /* A reset came first (not before its deadline), or a cancel (its
+       * notice comes). */
       if (work != NULL)
         work_put(&wheel->tasks, node);
-      unfile(wheel, node);
-      release_if_idle(wheel, node);
+      if (UVTW__STATE(clear_moved(node)) == UVTW__T_PENDING) {
+        file_at(wheel, node,
+                atomic_load_explicit(&node->deadline, memory_order_relaxed));
+      } else {
+        unfile(wheel, node);
+        release_if_idle(wheel, node);
+      }
       uncount_lateness(wheel);
       return;
     }
-    if (w & UVTW__W_MOVED) { /* a reset came first: not before its deadline */
-      if (!uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
-        continue;
-      if (work != NULL)
-        work_put(&wheel->tasks, node);
-      file_at(wheel, node,
-              atomic_load_explicit(&node->deadline, memory_order_relaxed));
-      uncount_lateness(wheel);
-      return;
-    }
-    if (uvtw__task_cas(
-            node, &w,
-            UVTW__WITH_STATE(w, on_work ? UVTW__T_QUEUED : UVTW__T_RUNNING)))
-      break;
-  }
+  } while (!uvtw__task_cas(
+      node, &w,
+      UVTW__WITH_STATE(w, on_work ? UVTW__T_QUEUED : UVTW__T_RUNNING)));
 
   wheel->tasks_dispatched++; /* it runs now, or goes to the threadpool now */
   if (on_work) {
@@ -359,10 +359,9 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   switch (
       UVTW__STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
   case UVTW__T_PENDING:
-    w = atomic_load_explicit(&node->state, memory_order_acquire);
-    while ((w & UVTW__W_MOVED) && !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
-      ;
-    if (w & UVTW__W_MOVED)
+    /* A cancel now leaves the timer filed; its notice unfiles it. */
+    w = clear_moved(node);
+    if (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED))
       file_at(wheel, node,
               atomic_load_explicit(&node->deadline, memory_order_relaxed));
     return;
@@ -410,8 +409,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   uvtw__task_t* node;
   uvtw_wheel_t* wheel;
   uvtw__work_t* work;
-  uint64_t deadline;
-  uint64_t w;
+  uint64_t deadline, w;
 
   work = uvtw__container_of(req, uvtw__work_t, req);
   node = work->node;
@@ -424,13 +422,10 @@ static void after_work_cb(uv_work_t* req, int status) {
     wheel->tasks.cancelled++;
   deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
   work_put(&wheel->tasks, node);
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  if (UVTW__STATE(w) == UVTW__T_PENDING && status != UV_ECANCELED &&
-      !wheel->closing) {
+  if (status != UV_ECANCELED && !wheel->closing &&
+      UVTW__STATE(w = clear_moved(node)) == UVTW__T_PENDING) {
     /* Due at dispatch + repeat (if that passed while it ran, it goes in
      * the next pass, never overlapping itself), or at a reset's deadline. */
-    while ((w & UVTW__W_MOVED) && !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
-      ;
     if (w & UVTW__W_MOVED)
       deadline = atomic_load_explicit(&node->deadline, memory_order_relaxed);
     file_at(wheel, node, deadline);
@@ -574,11 +569,14 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   }
   if (!uvtw__list_empty(&tasks->in_work))
     return 0; /* after_work_cb calls again */
-  /* Done once no task is live and no call is inside, in one CAS: a call
-   * that enters later finds UVTW__G_CLOSED.  Until then (a submit on its way to
-   * the queue, a cancel about to leave), look again next iteration. */
+  /* Done once no task is live, no call is inside and the queue is empty,
+   * by one CAS: a call that enters later finds UVTW__G_CLOSED.  The gate
+   * is read first: with no task live and no call inside, nothing pushes
+   * any more, so an empty queue means every notice was taken in (and its
+   * cancel counted).  Until then, look again next iteration. */
   g = atomic_load_explicit(&tasks->gate, memory_order_acquire);
   if (UVTW__G_CALLS(g) != 0 || UVTW__G_LIVES(g) != 0 ||
+      atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL ||
       !atomic_compare_exchange_strong_explicit(
           &tasks->gate, &g, g | UVTW__G_CLOSED, memory_order_acquire,
           memory_order_relaxed)) {

@@ -27,9 +27,8 @@ typedef struct uvtw__work_s uvtw__work_t;
 #define UVTW__INDEX_BITS 28
 #define UVTW__GEN_BITS (64 - UVTW__INDEX_BITS)
 /* The free stack's top word: an ABA tag above UVTW__FREE_LINK_BITS, the
- * top node's index + 1 below (0: empty).  The tag takes every bit the link
- * does not need, 35, so that a thread would have to stall through 2^35
- * pushes and pops for a stale CAS to succeed. */
+ * top node's index + 1 below (0: empty).  The tag has the other 35 bits: a
+ * stale CAS succeeds only after a stall through 2^35 pushes and pops. */
 #define UVTW__FREE_LINK_BITS (UVTW__INDEX_BITS + 1)
 #define UVTW__FREE_LINK(top)                                                   \
  ((uint32_t) ((top) & (((uint64_t) 1 << UVTW__FREE_LINK_BITS) - 1)))
@@ -56,15 +55,14 @@ enum {
   UVTW__T_CLOSED     /* owed its final UV_ECANCELED call */
 };
 #define UVTW__W_STATE ((uint64_t) 0xf)
-#define UVTW__W_WORK ((uint64_t) 0x10) /* UVTW_THREADPOOL */
-#define UVTW__W_INQ                                                            \
- ((uint64_t) 0x20)                      /* in the queue, or about to be pushed \
-                                         */
-#define UVTW__W_TAKEN ((uint64_t) 0x40) /* the loop has taken it in */
-#define UVTW__W_MOVED                                                          \
- ((uint64_t) 0x80) /* a reset's deadline is not applied yet */
-#define UVTW__W_WRITER                                                         \
- ((uint64_t) 1 << 8) /* one uvtw_reset writing `deadline` */
+/* Flags: UVTW_THREADPOOL; in the queue, or about to be pushed; taken in
+ * by the loop; a reset's deadline not applied yet.  A writer: one
+ * uvtw_reset writing `deadline`, or a cancel in unqueue(). */
+#define UVTW__W_WORK ((uint64_t) 0x10)
+#define UVTW__W_INQ ((uint64_t) 0x20)
+#define UVTW__W_TAKEN ((uint64_t) 0x40)
+#define UVTW__W_MOVED ((uint64_t) 0x80)
+#define UVTW__W_WRITER ((uint64_t) 1 << 8)
 #define UVTW__W_WRITERS ((uint64_t) 0xffff << 8)
 #define UVTW__W_GEN_SHIFT 24
 #define UVTW__STATE(w) ((unsigned) ((w) &UVTW__W_STATE))
@@ -84,8 +82,7 @@ struct uvtw__task_s {
   uvtw_task_cb cb;            /* cb, arg, repeat_ms: written by submit */
   void* arg;                  /* before the node is published */
   uint64_t repeat_ms;
-  /* The loop's (and the next generation's reservation, written by the one
-   * thread that frees or makes the node). */
+  /* The loop's, and gen_end the thread's that frees or makes the node. */
   uvtw_timer_t timer;
   uint64_t gen_end;   /* end of the generations reserved for its index */
   uvtw__work_t* work; /* while on the threadpool */
@@ -196,12 +193,10 @@ static inline int uvtw__task_cas(uvtw__task_t* node, uint64_t* w, uint64_t n) {
 extern _Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
 
 /* task-shared.c, for the loop: */
-/* Pushes the node on the queue (its UVTW__W_INQ set by the caller's CAS), and
- * wakes the loop if the queue was empty. */
+/* Pushes the node (W_INQ set by the caller's CAS); wakes an idle loop. */
 void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node);
-/* Gives an ended node its next generation and adds it to the loop's chain
- * of freed nodes (retired, never reused, if its index has no generation
- * left); uvtw__tasks_flush pushes the chain. */
+/* Gives an ended node its next generation (or retires it) and chains it
+ * for uvtw__tasks_flush to push on the free stack. */
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__free_flush(uvtw__tasks_t* tasks);
 /* A live task ended (any thread). */
@@ -244,8 +239,8 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 /* Close, step 1 (wheel.c): refuses submits, takes the task timers out of
  * the wheel and queues their final calls. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
-/* Close, step 2: non-zero once no task is live and no call is inside;
- * until then it has arranged to be called again (it never blocks). */
+/* Close, step 2: non-zero once no task is live, no call is inside and the
+ * queue is empty; else it has arranged to be called again (never blocks). */
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
 
 /* The loop's bookkeeping against the nodes (task-check.c); with

@@ -3,11 +3,15 @@
  * SPIN.  Processes and steps carry the code's names.  One node of the
  * table, used by two tasks in turn (generations 1 and 2): producer1
  * submits task 1, may cancel it, then submits task 2, which gets the node
- * again if the loop freed it; producer2 holds task 1's id and resets and
- * cancels it at any moment, also after task 1 ended and task 2 took the
- * node (a stale id).  The loop takes the queue in, fires the task's timer
- * (time moves by steps of the loop), runs it or hands it to pool_thread,
- * and closes the wheel at any moment, racing both producers.
+ * again if the loop or the cancel freed it, on a wheel with max_tasks 0
+ * or 1 (UV_ENOSPC); producer2 holds task 1's id and resets and cancels it
+ * at any moment, also after task 1 ended and task 2 took the node (a
+ * stale id).  The loop takes the queue in, fires the task's timer (time
+ * moves by steps of the loop), runs it or hands it to pool_thread, and
+ * closes the wheel at any moment, racing both producers; a run's callback
+ * may cancel its own task.  (A reset from the task's own callback takes
+ * the path of producer2's reset during a run; two racing resetters are
+ * left out: they alone took 15.4M states, past the test's time budget.)
  *
  * Each read-modify-write of the code is one atomic step, and so is each
  * CAS retry loop, at its successful CAS (what it computes depends on the
@@ -22,9 +26,14 @@
  *   - an id never moves another task: a reset's deadline store hits the
  *     task of its id, and the loop reads only deadlines its task's calls
  *     wrote; the node is in the queue at most once;
- *   - close does not finish while a call is inside, no call touches the
- *     wheel's shared state after it, and a submit racing close returns
- *     UV_ECANCELED or its task gets its final call (by the first rule).
+ *   - close does not finish while a call is inside or a task is live, no
+ *     call writes the wheel's shared state after it, and a submit racing
+ *     close returns UV_ECANCELED or its task gets its final call (by the
+ *     first rule);
+ *   - the stats count every cancel that returned 0 or UV_EBUSY once
+ *     (taken_back, or the loop's count), also when close races it;
+ *   - after a cancel returned 0, the same thread's submit is not refused
+ *     with UV_ENOSPC on a wheel with max_tasks 1.
  *
  * A broken twin, test/task-protocol-broken.pml, differs in one rule (its
  * header says which); SPIN must find a counterexample in it. */
@@ -54,6 +63,7 @@
 #define EBUSY 2
 #define ECANCELED 3
 #define ENOMEM 4
+#define ENOSPC 5
 #define INSIDE 9
 
 #define MAXT 2
@@ -88,12 +98,15 @@ byte wq = W_NONE;
 bool wran;
 bool close_done;
 byte pdone;
+bool held;     /* node->held: accepted by the loop, not freed */
+byte counted;  /* cancels counted: taken_back, the loop's cancelled */
 /* For the properties. */
 byte ends[4];
 bool accepted[4];
 bool cancelled0[4];
 byte promised[4];
 bool a_known;
+byte cancels; /* cancels that returned 0 or UV_EBUSY */
 
 inline push() {
   atomic {
@@ -135,14 +148,30 @@ inline leave(sub_live) {
   }
 }
 
-inline uvtw_submit(res, mygen, is_pool, is_rep) {
-  atomic { /* fetch_add: max_tasks 0 (with it, a CAS that refuses first) */
-    g_calls++;
-    g_live++;
-    res = (g_closing -> ECANCELED : OK)
-  }
+/* capped: on a wheel with max_tasks 1, a CAS that refuses first; else
+ * (max_tasks 0) a fetch_add, undone if close has begun. */
+inline uvtw_submit(res, mygen, is_pool, is_rep, capped) {
   if
-  :: res == ECANCELED -> leave(1) /* undone */
+  :: capped ->
+    atomic {
+      if
+      :: g_closing -> res = ECANCELED
+      :: !g_closing && g_live >= 1 -> res = ENOSPC
+      :: else -> g_calls++; g_live++; res = OK
+      fi
+    }
+  :: else ->
+    atomic {
+      g_calls++;
+      g_live++;
+      res = (g_closing -> ECANCELED : OK)
+    };
+    if
+    :: res == ECANCELED -> leave(1) /* undone */
+    :: else
+    fi
+  fi;
+  if
   :: res == OK ->
     atomic { /* free_pop */
       assert(!close_done);
@@ -173,35 +202,84 @@ inline uvtw_submit(res, mygen, is_pool, is_rep) {
   fi
 }
 
-inline uvtw_cancel(idgen, res) {
-  enter(res);
+/* unqueue(): the cancel holds the node as a writer; pops it if it is on
+ * top of the queue (the model's one node: in the stack, not taken by the
+ * loop's exchange), and frees it. */
+inline unqueue() {
+  atomic {
+    if
+    :: qlen == 1 -> qlen = 0; ok = 1
+    :: else -> ok = 0
+    fi
+  }
   if
-  :: res == INSIDE ->
-    atomic {
-      assert(!close_done);
+  :: ok ->
+    atomic { /* no other thread can move the word */
+      assert(!close_done && writers == 1 && st == CANCELLED && inq && !taken);
+      gen++;
+      st = FREE;
+      inq = 0;
+      writers = 0;
+      moved = 0
+    }
+    node_free = true /* free_push */
+  :: else ->
+    atomic { /* let go, with a notice if the loop took it in meanwhile */
+      writers--;
       mypush = 0;
       if
-      :: gen == idgen && (st == PENDING || st == QUEUED) ->
-        st = CANCELLED;
-        res = OK;
-        cancelled0[idgen] = 1;
-        end_task(idgen);
-        if
-        :: taken && !inq -> inq = 1; mypush = 1
-        :: else
-        fi
-      :: gen == idgen && st == RUNNING ->
-        st = STOPPING;
-        res = EBUSY;
-        end_task(idgen)
-      :: else -> res = ENOENT
+      :: taken && !inq -> inq = 1; mypush = 1
+      :: else
       fi
     }
     if
     :: mypush -> push()
     :: else
-    fi;
-    leave(res == OK)
+    fi
+  fi
+}
+
+/* No gate: a cancel that ends a task holds its live count until its last
+ * step.  cur: called from the task's own callback. */
+inline uvtw_cancel(idgen, res, cur) {
+  atomic {
+    mypush = 0;
+    hold = 0;
+    if
+    :: gen == idgen && (st == PENDING || st == QUEUED ||
+                        (st == RUNNING && cur && repeating)) ->
+      assert(!close_done);
+      st = CANCELLED;
+      res = OK;
+      cancels++;
+      cancelled0[idgen] = 1;
+      end_task(idgen);
+      if
+      :: !taken -> counted++ /* taken_back */
+      :: else
+      fi;
+      if
+      :: taken && !inq -> inq = 1; mypush = 1
+      :: !taken && writers == 0 -> writers++; hold = 1 /* head == node */
+      :: !taken && writers == 0 /* not on top */
+      :: else
+      fi
+    :: gen == idgen && st == RUNNING && !cur ->
+      assert(!close_done);
+      st = STOPPING;
+      res = EBUSY;
+      cancels++;
+      end_task(idgen)
+    :: else -> res = ENOENT
+    fi
+  }
+  if
+  :: hold -> unqueue()
+  :: mypush -> push()
+  :: else
+  fi;
+  if
+  :: res == OK -> atomic { assert(!close_done); g_live-- }
   :: else
   fi
 }
@@ -267,8 +345,12 @@ proctype producer1() {
   byte g2;
   byte d;
   bool mypush;
+  bool hold;
+  bool ok;
   bool is_pool;
   bool is_rep;
+  bool capped;
+  bool c_ok;
 
   if
   :: is_pool = 0
@@ -278,16 +360,24 @@ proctype producer1() {
   :: is_rep = 0
   :: is_rep = 1
   fi;
-  uvtw_submit(res, g, is_pool, is_rep);
+  uvtw_submit(res, g, is_pool, is_rep, 0);
   if
   :: res == OK -> a_known = 1
   :: else -> a_known = 1; g = 0
   fi;
   if
-  :: g != 0 -> skip; uvtw_cancel(g, res)
+  :: g != 0 -> skip; uvtw_cancel(g, res, 0); c_ok = (res == OK)
   :: skip
   fi;
-  uvtw_submit(res, g2, 0, 0);
+  /* The second submit as on a wheel with max_tasks 1, or 0: the first
+   * takes either path alike (nothing else submits). */
+  if
+  :: capped = 0
+  :: capped = 1
+  fi;
+  uvtw_submit(res, g2, 0, 0, capped);
+  /* A cancel that returned 0 freed the task's place. */
+  assert(!(c_ok && res == ENOSPC));
   pdone++
 }
 
@@ -296,6 +386,8 @@ proctype producer2() {
   byte res;
   byte d;
   bool mypush;
+  bool hold;
+  bool ok;
 
   a_known;
   uvtw_reset(1, res);
@@ -307,7 +399,7 @@ proctype producer2() {
   fi;
   if
   :: op == 0 -> uvtw_reset(1, res)
-  :: else -> uvtw_cancel(1, res)
+  :: else -> uvtw_cancel(1, res, 0)
   fi;
   pdone++
 }
@@ -319,6 +411,11 @@ inline release_if_idle() {
      (st == CANCELLED || st == DONE) ->
     atomic { /* uvtw__node_free's plain store: nobody can move it */
       assert(!inq && writers == 0 && (st == CANCELLED || st == DONE));
+      if
+      :: held && st == CANCELLED -> counted++ /* a cancel counted it not */
+      :: else
+      fi;
+      held = 0;
       gen++;
       st = FREE;
       taken = 0;
@@ -359,6 +456,10 @@ inline take() {
     taken = 1;
     if
     :: loc != AT_WORK -> moved = 0
+    :: else
+    fi;
+    if
+    :: !w_taken && w_st == PENDING -> held = 1
     :: else
     fi
   }
@@ -401,23 +502,34 @@ inline fire() {
     :: repeating -> fdl = CAP(now + 1)
     :: else -> loc = AT_NONE
     fi;
+    /* The callback may cancel its own task. */
+    if
+    :: skip
+    :: skip; uvtw_cancel(gen, cres, 1)
+    fi;
     atomic { /* after_run */
       if
       :: st == RUNNING && !repeating ->
         st = DONE; end_task(gen); g_live--
       :: st == RUNNING && repeating -> st = PENDING
-      :: st == STOPPING -> st = DONE; g_live--
-      fi;
-      w_st = st;
-      if
-      :: st == PENDING && moved -> moved = 0; act = 1
-      :: else -> act = 0
+      :: st == STOPPING -> st = DONE; g_live--; counted++
+      :: else /* cancelled from its own callback */
       fi
     }
+    w_st = st;
     if
-    :: w_st == PENDING && act == 1 -> file_at_deadline()
-    :: w_st == PENDING && act == 0
-    :: w_st == DONE -> loc = AT_NONE; release_if_idle()
+    :: w_st == PENDING ->
+      atomic { /* clear_moved */
+        if
+        :: st == PENDING && moved -> moved = 0; act = 1
+        :: else -> act = 0 /* no reset, or a cancel won first */
+        fi
+      }
+      if
+      :: act == 1 -> file_at_deadline()
+      :: else
+      fi
+    :: else -> loc = AT_NONE; release_if_idle()
     fi
   fi
 }
@@ -426,19 +538,22 @@ inline after_work_cb() {
   loc = AT_NONE;
   status = (wq == W_UV_CANCELED -> ECANCELED : OK);
   wq = W_NONE;
+  act = 2;
   if
-  :: st == PENDING && status == OK && !g_closing ->
-    atomic {
+  :: status == OK && !g_closing ->
+    atomic { /* clear_moved */
       if
-      :: moved -> moved = 0; act = 1
-      :: else -> act = 0
+      :: st == PENDING && moved -> moved = 0; act = 1
+      :: st == PENDING && !moved -> act = 0
+      :: else
       fi
     }
-    if
-    :: act == 1 -> file_at_deadline()
-    :: else -> fdl = CAP(now + 1); loc = AT_WHEEL
-    fi
-  :: else ->
+  :: else
+  fi;
+  if
+  :: act == 1 -> file_at_deadline()
+  :: act == 0 -> fdl = CAP(now + 1); loc = AT_WHEEL
+  :: act == 2 ->
     if
     :: g_closing -> to_final()
     :: else -> release_if_idle()
@@ -469,17 +584,31 @@ inline close_step() {
     :: else
     fi
   }
-  atomic {
+  /* The gate first, then the queue, then the CAS (which compares the
+   * word it read). */
+  if
+  :: wq == W_NONE && loc != AT_FINAL_LIST ->
+    atomic { ok = (g_calls == 0 && g_live == 0) }
     if
-    :: qlen == 0 && !inbox && loc != AT_FINAL_LIST && wq == W_NONE &&
-       g_calls == 0 && g_live == 0 -> g_closed = 1; close_done = 1
+    :: ok && qlen == 0 ->
+      atomic {
+        if
+        :: g_calls == 0 && g_live == 0 -> g_closed = 1; close_done = 1
+        :: else
+        fi
+      }
     :: else
     fi
-  }
+  :: else
+  fi
 }
 
 proctype pool_thread() {
   bool go;
+  byte cres;
+  bool mypush;
+  bool hold;
+  bool ok;
 
   do
   :: atomic { wq == W_QUEUED -> wq = W_STARTED }
@@ -491,12 +620,17 @@ proctype pool_thread() {
     }
     if
     :: go ->
+      if /* the callback may cancel its own task */
+      :: skip
+      :: skip; uvtw_cancel(gen, cres, 1)
+      fi;
       wran = 1;
       atomic { /* after_run */
         if
         :: st == RUNNING && !repeating -> st = DONE; end_task(gen); g_live--
         :: st == RUNNING && repeating -> st = PENDING
-        :: st == STOPPING -> st = DONE; g_live--
+        :: st == STOPPING -> st = DONE; g_live--; counted++
+        :: else /* cancelled from its own callback */
         fi
       }
     :: else
@@ -513,9 +647,12 @@ proctype loop() {
   byte act;
   byte status;
   bool ok;
+  byte cres;
+  bool mypush;
+  bool hold;
 
   do
-  :: qlen > 0 && !inbox -> atomic { qlen--; inbox = 1 }; take()
+  :: atomic { qlen > 0 && !inbox -> qlen--; inbox = 1 }; take()
   :: loc == AT_WHEEL && fdl <= now -> fire()
   :: loc == AT_FINAL_LIST -> run_finals()
   :: wq == W_DONE || wq == W_UV_CANCELED -> after_work_cb()
@@ -528,6 +665,8 @@ proctype loop() {
   pdone == 2;
   /* Every accepted task ended exactly once. */
   assert(ends[1] == accepted[1] && ends[2] == accepted[2]);
+  /* tasks_cancelled counts every cancel that returned 0 or UV_EBUSY. */
+  assert(counted == cancels);
   assert(g_live == 0 && g_calls == 0)
 }
 

@@ -53,12 +53,14 @@
  *   queue_memory   max_tasks 16; a worker makes 4 bursts of 100,000
  *                  submit + cancel pairs (never more than one task live)
  *                  while the loop does not run, and the loop runs once
- *                  between bursts: the wheel's node table grows with the
- *                  first burst (its cancelled nodes wait in the queue) and
- *                  not with the next ones (they reuse the nodes the loop
- *                  freed); the quiescent check passes between bursts.
+ *                  between bursts: each cancel pops its node off the
+ *                  queue and frees it, so the queue is empty after every
+ *                  burst and the table keeps its first chunk (256 nodes);
+ *                  the quiescent check passes between bursts.
  *   loop_pairs_memory  the same from the loop thread (the wheel's owner,
- *                  before uv_run, as a callback would).
+ *                  before uv_run, as a callback would), whose cancelled
+ *                  nodes wait in the queue for the loop: the table grows
+ *                  with the first burst and not with the next ones.
  *   worn_index     an index whose generations are used up is retired, not
  *                  an error: with index 0's process-wide counter at its
  *                  end, a new wheel's first submit succeeds with another
@@ -934,7 +936,8 @@ static void tm_pairs_from(int from_loop) {
 }
 
 
-/* Bursts of pairs while the loop does not run: the cancelled nodes wait in
+/* Bursts of pairs while the loop does not run: from another thread each
+ * cancel frees its node at once; the loop thread's cancelled nodes wait in
  * the queue until the loop takes them in, then are reused, so the table
  * grows with the first burst and not with the next ones. */
 static void pairs_memory(int from_loop) {
@@ -952,6 +955,8 @@ static void pairs_memory(int from_loop) {
       one_pass();
     ASSERT_EQ(0, uvtw__tasks_check(wheel, stderr, 1));
     tm_pairs_from(from_loop);
+    if (!from_loop) /* nothing waits for the loop */
+      ASSERT(atomic_load(&wheel->tasks.head) == NULL);
   }
   later = table_nodes();
   fprintf(stderr,
@@ -962,6 +967,8 @@ static void pairs_memory(int from_loop) {
           (unsigned long long) later);
   teardown();
   ASSERT_UEQ(first, later);
+  if (!from_loop)
+    ASSERT_UEQ(UVTW__CHUNK0, first);
 }
 
 

@@ -301,10 +301,9 @@ static void leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-/* A deadline delay_ms from now: by uv_hrtime(), which uv_now() reads too
- * (or its coarse variant, which never runs ahead), so it is never early on
- * the loop's clock; rounded up with options.precise, so that it is never
- * early in real time either; on a virtual wheel, from its clock. */
+/* A deadline delay_ms from now: by uv_hrtime() (uvtw__hrtime_ms: never
+ * early on the loop's clock, nor in real time with options.precise), or
+ * on a virtual wheel from its clock. */
 static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
   uint64_t now;
 
@@ -312,7 +311,7 @@ static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
     now = uvtw__hrtime_ms(uv_hrtime(), tasks->precise);
   else
     now = atomic_load_explicit(tasks->virtual_clock, memory_order_relaxed);
-  return now + delay_ms < now ? UINT64_MAX : now + delay_ms;
+  return uvtw__sat_add(now, delay_ms);
 }
 
 

@@ -124,10 +124,9 @@ typedef struct uvtw__tasks_s {
   /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;
   const char* loop_thread; /* the creating (loop) thread's token */
-  /* A virtual wheel's clock, for a submit's or reset's deadline; NULL on
-   * an ordinary wheel, whose deadlines count from uv_hrtime(). */
+  /* Deadlines count from a virtual wheel's clock, or uv_hrtime() if NULL */
   const _Atomic uint64_t* virtual_clock;
-  int precise; /* options.precise: deadlines from uv_hrtime(), rounded up */
+  int precise; /* options.precise: uv_hrtime() rounded up to a ms */
   uv_async_t* async;
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */

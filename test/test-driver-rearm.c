@@ -79,6 +79,7 @@ static void a_cb(uvtw_timer_t* timer) {
 static void zero_from_callback(void) {
   a_fired = b_fired = 0;
   b_unref = 0;
+  uv_update_time(&loop); /* a comes due inside uv_run's loop: see unref */
   ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   ASSERT_EQ(1, a_fired);
@@ -151,6 +152,9 @@ static void unref(void) {
 
   a_fired = b_fired = 0;
   b_unref = 1;
+  /* The same for a: due on entry, it would run in the timers run before
+   * the loop, and b, as ub would, in the loop's first iteration. */
+  uv_update_time(&loop);
   ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
   b_unref = 0;

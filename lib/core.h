@@ -374,33 +374,6 @@ static inline uint64_t uvtw__core_coalesce(uint64_t e, uint64_t order) {
 }
 
 
-/* The order_ leeway bits for a leeway of `ms`: the largest g, at most 63,
- * with 2^g - 1 ticks <= ms, so a timer runs at most ms after its
- * deadline's tick.  A division: set once per timer, not per start. */
-static inline uint64_t uvtw__core_leeway_bits(const uvtw__core_t* core,
-                                              uint64_t ms) {
-  uint64_t ticks;
-  uint64_t g;
-
-  ticks = ms / core->tick_ms;
-  g = ticks == UINT64_MAX ? 63 : 63 ^ (uint64_t) __builtin_clzll(ticks + 1);
-  return g << UVTW__ORDER_LEEWAY_SHIFT;
-}
-
-
-/* The leeway in ms that order_'s bits stand for: 2^g - 1 ticks. */
-static inline uint64_t uvtw__core_leeway_ms(const uvtw__core_t* core,
-                                            uint64_t order) {
-  uint64_t ticks;
-
-  ticks = ((uint64_t) 1 << ((order & UVTW__ORDER_LEEWAY) >>
-                            UVTW__ORDER_LEEWAY_SHIFT)) -
-          1;
-  return ticks > UINT64_MAX / core->tick_ms ? UINT64_MAX
-                                            : ticks * core->tick_ms;
-}
-
-
 /* The tick at which the wheel runs `t`: its deadline's tick, coalesced
  * by its leeway. */
 static inline uint64_t uvtw__core_expiry(const uvtw__core_t* core,
@@ -463,6 +436,14 @@ static inline void uvtw__core_count(uvtw__core_t* core,
 static inline void uvtw__core_occupy_l0(uvtw__core_t* core, size_t s) {
   core->occupied[s / UVTW__WORD_BITS] |= (uint64_t) 1 << (s % UVTW__WORD_BITS);
   core->l0_words |= (uint64_t) 1 << (s / UVTW__WORD_BITS);
+}
+
+
+/* Moves now_tick to n and the times derived from it. */
+static inline void uvtw__core_set_now(uvtw__core_t* core, uint64_t n) {
+  core->now_tick = n;
+  core->collected_ms = n * core->tick_ms;
+  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
 }
 
 

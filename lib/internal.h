@@ -113,6 +113,33 @@ static inline uint64_t uvtw__wheel_now(const uvtw_wheel_t* wheel) {
 }
 
 
+/* The order_ leeway bits for a leeway of `ms`: the largest g, at most 63,
+ * with 2^g - 1 ticks <= ms, so a timer runs at most ms after its
+ * deadline's tick.  A division: set once per timer, not per start. */
+static inline uint64_t uvtw__leeway_bits(const uvtw__core_t* core,
+                                         uint64_t ms) {
+  uint64_t ticks;
+  uint64_t g;
+
+  ticks = ms / core->tick_ms;
+  g = ticks == UINT64_MAX ? 63 : 63 ^ (uint64_t) __builtin_clzll(ticks + 1);
+  return g << UVTW__ORDER_LEEWAY_SHIFT;
+}
+
+
+/* The leeway in ms that order_'s bits stand for: 2^g - 1 ticks. */
+static inline uint64_t uvtw__leeway_ms(const uvtw__core_t* core,
+                                       uint64_t order) {
+  uint64_t ticks;
+
+  ticks = ((uint64_t) 1 << ((order & UVTW__ORDER_LEEWAY) >>
+                            UVTW__ORDER_LEEWAY_SHIFT)) -
+          1;
+  return ticks > UINT64_MAX / core->tick_ms ? UINT64_MAX
+                                            : ticks * core->tick_ms;
+}
+
+
 /* uv_hrtime()'s ns in ms: rounded down, as uv_now() counts the same clock
  * (or its coarse variant, never ahead of it); rounded up if `up`, so that a
  * deadline counted from it is never early in real time either. */

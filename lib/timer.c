@@ -252,7 +252,7 @@ int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
   if (timer->link_.next != NULL)
     return UV_EBUSY; /* its expiry must not move while it is filed */
   timer->order_ = (timer->order_ & ~UVTW__ORDER_LEEWAY) |
-                  uvtw__core_leeway_bits(&timer->wheel_->core, ms);
+                  uvtw__leeway_bits(&timer->wheel_->core, ms);
   if (timer->order_ & UVTW__ORDER_LEEWAY)
     timer->wheel_->core.leeway_used = 1;
   return 0;
@@ -260,7 +260,7 @@ int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
 
 
 uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer) {
-  return uvtw__core_leeway_ms(&timer->wheel_->core, timer->order_);
+  return uvtw__leeway_ms(&timer->wheel_->core, timer->order_);
 }
 
 

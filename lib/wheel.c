@@ -115,7 +115,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->precise = opts->precise != 0 && !wheel->virtual_time;
   wheel->plain_timeouts = wheel->precise ? 0 : UINT64_MAX;
   wheel->core.task_leeway =
-      uvtw__core_leeway_bits(&wheel->core, opts->task_leeway_ms);
+      uvtw__leeway_bits(&wheel->core, opts->task_leeway_ms);
   wheel->core.leeway_used = wheel->core.task_leeway != 0;
 
   err = uvtw__tasks_init(wheel, opts->max_tasks, close_continue);

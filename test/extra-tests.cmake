@@ -5,8 +5,7 @@
 # build made.
 
 # The libFuzzer target, built with clang when it is present.  The core is
-# pure C with no libuv calls, so it is compiled straight from lib/core.c,
-# lib/core-sort.c, lib/core-walk.c and lib/core-check.c.
+# pure C with no libuv calls, so it is compiled straight from lib/core*.c.
 find_program(UVTW_CLANG NAMES clang clang-14)
 if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   set(fuzz_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz-core)
@@ -18,10 +17,12 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
             -I${PROJECT_SOURCE_DIR}/include -I${PROJECT_SOURCE_DIR}/lib
             ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-core.c
             ${PROJECT_SOURCE_DIR}/lib/core.c
+            ${PROJECT_SOURCE_DIR}/lib/core-init.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c -o ${fuzz_bin}
     DEPENDS fuzz-core.c core-harness.h ${PROJECT_SOURCE_DIR}/lib/core.c
+            ${PROJECT_SOURCE_DIR}/lib/core-init.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c

@@ -322,18 +322,27 @@ static int tasks_built(void) {
 }
 
 
-static void task_from_thread(void) {
-  uv_thread_t tid;
-
+/* A precise wheel and fresh records for a task case; 0 (after teardown)
+ * if the library was built without tasks, and the case is skipped. */
+static int setup_tasks(void) {
   setup_precise(1, 0);
   if (!tasks_built()) {
     fprintf(stderr, "tasks are not built: skipped\n");
     teardown();
-    return;
+    return 0;
   }
   atomic_store(&tasks_done, 0);
   atomic_store(&tasks_submitted, 0);
   memset(recs, 0, sizeof(recs));
+  return 1;
+}
+
+
+static void task_from_thread(void) {
+  uv_thread_t tid;
+
+  if (!setup_tasks())
+    return;
   add_uv_timer(&poll);
   ASSERT_UV_OK(uv_timer_start(&poll, poll_cb, 1, 1));
   spin_until(all_done);
@@ -361,15 +370,8 @@ static void loop_submit_cb(uvtw_timer_t* t) {
 static void task_from_loop(void) {
   uvtw_timer_t t;
 
-  setup_precise(1, 0);
-  if (!tasks_built()) {
-    fprintf(stderr, "tasks are not built: skipped\n");
-    teardown();
+  if (!setup_tasks())
     return;
-  }
-  atomic_store(&tasks_done, 0);
-  atomic_store(&tasks_submitted, 0);
-  memset(recs, 0, sizeof(recs));
   loop_submits = 0;
   ASSERT_EQ(0, uvtw_timer_init(wheel, &t));
   ASSERT_EQ(0, uvtw_timer_start(&t, loop_submit_cb, 1, 0));

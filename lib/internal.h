@@ -74,12 +74,10 @@ struct uvtw_wheel_s {
    * &virtual_now on a virtual wheel.  Two loads, where uv_now(loop) would
    * be a call into the shared library on every start. */
   const uint64_t* now;
-  /* options.precise, on a wheel of the loop's clock: a start's deadline
-   * counts from uv_hrtime(), rounded up to a ms (uvtw__hrtime_ms). */
-  int precise;
   /* A start takes the plain path (deadline = now + timeout) iff
    * timeout - 1 < plain_timeouts: UINT64_MAX (every timeout but 0), or 0
-   * on a precise wheel (none). */
+   * on a precise wheel (options.precise, on a wheel of the loop's clock),
+   * whose starts count from uv_hrtime(), rounded up (uvtw__hrtime_ms). */
   uint64_t plain_timeouts;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */

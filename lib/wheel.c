@@ -112,8 +112,8 @@ int uvtw_wheel_new(uv_loop_t* loop,
   atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
   wheel->now =
       wheel->virtual_time ? &wheel->virtual_now : uvtw__driver_clock(loop);
-  wheel->precise = opts->precise != 0 && !wheel->virtual_time;
-  wheel->plain_timeouts = wheel->precise ? 0 : UINT64_MAX;
+  wheel->plain_timeouts =
+      opts->precise != 0 && !wheel->virtual_time ? 0 : UINT64_MAX;
   wheel->core.task_leeway =
       uvtw__leeway_bits(&wheel->core, opts->task_leeway_ms);
   wheel->core.leeway_used = wheel->core.task_leeway != 0;
@@ -125,7 +125,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   }
   if (wheel->virtual_time)
     wheel->tasks.virtual_clock = &wheel->virtual_now_shared;
-  wheel->tasks.precise = wheel->precise;
+  wheel->tasks.precise = wheel->plain_timeouts == 0;
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */

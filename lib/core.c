@@ -17,10 +17,14 @@
  * Placement.  With n = now_tick and d = e - n > 0: d < 2048 goes to level
  * 0, slot e mod 2048; otherwise level l = the first whose granularity
  * times 64 exceeds d (by d's bit length), slot (e >> shift(l)) mod 128.
- * So every timer due within 2047 ticks of now expires from level 0 without
+ * So every timer due within 2047 ticks of n expires from level 0 without
  * ever being moved, whatever the phase of the clock: short timeouts never
- * cascade.  Each level's ring is twice what its placement uses, so
- * invariants (uvtw__core_check verifies them all):
+ * cascade.  n is the tick of the last pass: while the wheel has nothing
+ * due the loop's clock runs ahead of it, and a start files relative to n
+ * still (the next pass catches up, however far), so a short timer started
+ * after the wheel idled for more than its level 0 (2047 ticks less the
+ * timeout) moves down once.  Each level's ring is twice what its placement
+ * uses, so invariants (uvtw__core_check verifies them all):
  *   - a level-0 slot holds timers of one tick, in (n, n + 2047]: slot r's
  *     tick is the one in that window that is r mod 2048;
  *   - an upper slot holds timers of one block (2^shift(l) ticks), the
@@ -37,17 +41,16 @@
  *
  * Pre-cascade.  The next block of level l >= 1 fits in level l - 1 for as
  * long as n is in the block before it (the lower ring is twice as long as
- * one block of this level).  So each pass (and each catch-up, which moves
- * now too) moves a share of that slot's timers down: the share of the time
- * until the block begins that elapsed since the last (count * elapsed /
- * (remaining + elapsed), rounded up), and the driver is woken for it when
- * the slot holds more than UVTW__PRECASCADE_CHUNK timers, about every CHUNK
- * timers' worth of time (on a wheel with leeway in use, up to 2 * CHUNK, at
- * a multiple of a power of two, so that the steps share the wake-ups of the
- * coalesced expiries).  A slot of a million timers is thus re-filed ~1,024
- * at a time over the second (at level 1) before its block, not all in the
- * one iteration that enters it.  What is left when the block begins is
- * collected then, as without a pre-cascade.  Only levels that held a slot of
+ * one block of this level).  So each pass moves a share of that slot's timers
+ * down: the share of the time until the block begins that elapsed since the
+ * last (count * elapsed / (remaining + elapsed), rounded up), and the driver is
+ * woken for it when the slot holds more than UVTW__PRECASCADE_CHUNK timers,
+ * about every CHUNK timers' worth of time (on a wheel with leeway in use, up to
+ * 2 * CHUNK, at a multiple of a power of two, so that the steps share the
+ * wake-ups of the coalesced expiries).  A slot of a million timers is thus
+ * re-filed ~1,024 at a time over the second (at level 1) before its block, not
+ * all in the one iteration that enters it.  What is left when the block begins
+ * is collected then, as without a pre-cascade.  Only levels that held a slot of
  * more than CHUNK timers (big_levels) pre-cascade: a smaller slot is re-filed
  * whole when its block begins, no more work than one pre-cascade step.
  *
@@ -399,7 +402,6 @@ static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
   unsigned level;
   unsigned s;
 
-  core->crowded = 0;
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick; /* due work first; nothing to tighten for it */
   level = 0;
@@ -408,10 +410,8 @@ static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
     if (s == UVTW__NSLOTS)
       return next_beyond_slots(core, first);
     switch (tighten_slot(core, s, level, first, &budget)) {
-    case SLOT_CROWDED:
-      core->crowded = 1;
-      return next_beyond_slots(core, first);
-    case SLOT_EXACT: /* still the earliest slot, at the same tick */
+    case SLOT_CROWDED: /* its early bound stays */
+    case SLOT_EXACT:   /* still the earliest slot, at the same tick */
       return next_beyond_slots(core, first);
     case SLOT_LATER: /* another slot may come first */
       return uvtw__core_next_tick(core);
@@ -490,7 +490,6 @@ uint64_t uvtw__core_tighten(uvtw__core_t* core) {
     if (++count > UVTW__TIGHTEN_MAX ||
         uvtw__timer_of((struct uvtw__link*) link)->deadline_ > last_ms)
       return tighten_slow(core);
-  core->crowded = 0;
   return first;
 }
 
@@ -754,25 +753,6 @@ void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms) {
   uvtw__list_move(&core->due, &core->slots[s]); /* due was empty */
   if (!due_final(core))
     finish_due(core);
-}
-
-
-void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
-  struct uvtw__link todo;
-  uint64_t n2;
-  uint64_t n;
-
-  n = core->now_tick;
-  n2 = uvtw__core_tick_floor(core, now_ms);
-  if (n2 <= n)
-    return;
-  uvtw__list_init(&todo);
-  advance(core, n2, &todo, &todo);
-  cascade(core, &todo, &core->ready);
-  /* Its share of the pre-cascade, as a pass would do: the next pass counts
-   * its share from here. */
-  if (core->big_levels != 0)
-    precascade(core, n2 - n);
 }
 
 

@@ -131,11 +131,8 @@ typedef struct uvtw__core_s {
    * strictly after it, timers in `ready` and `due` at or before it. */
   uint64_t now_tick;
   uint64_t collected_ms; /* now_tick * tick_ms: d > it <=> d's tick > it */
-  /* collected_ms + tick_ms, saturated: a loop time at or past it is a tick
-   * ahead of the wheel (uvtw__core_behind). */
-  uint64_t behind_ms;
-  uint64_t next_order;  /* the order_ of the next start (flags clear) */
-  uint64_t task_leeway; /* the order_ leeway bits of every task's timer */
+  uint64_t next_order;   /* the order_ of the next start (flags clear) */
+  uint64_t task_leeway;  /* the order_ leeway bits of every task's timer */
   /* A timer with leeway was ever set up: a slow pass then checks its due
    * timers' expiries (core.c, finish_due). */
   int leeway_used;
@@ -151,12 +148,6 @@ typedef struct uvtw__core_s {
    * the level was last empty; only such levels can need a wake-up for the
    * pre-cascade. */
   uint32_t big_levels;
-  /* The last uvtw__core_tighten left the earliest slot alone, as it held
-   * more than UVTW__TIGHTEN_MAX timers, and no timer has left a slot since
-   * (uvtw__core_unlink clears it, as the slot may have shrunk): a wake-up
-   * armed at that slot's bound may be early already, so a lazy re-arm of a
-   * timer due there costs nothing in exactness. */
-  int crowded;
   /* ms / tick_ms by a multiply (uvtw__core_div), for tick_ms > 1: the
    * round-up reciprocal (2^64 (2^l - tick_ms) / tick_ms + 1, l the bit
    * length of tick_ms - 1) and l - 1. */
@@ -233,9 +224,7 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core);
 #define UVTW__PRECASCADE_CHUNK 1024
 
 /* Tightens as said above, then returns uvtw__core_next_tick(): one scan of
- * the levels in the common case, for the driver's re-arm.  Sets `crowded`
- * if it left the earliest slot alone because it holds more than
- * UVTW__TIGHTEN_MAX timers, clears it otherwise. */
+ * the levels in the common case, for the driver's re-arm. */
 uint64_t uvtw__core_tighten(uvtw__core_t* core);
 
 /* The earliest tick at which a timer expires, exactly (UVTW__NO_TICK if
@@ -252,13 +241,6 @@ uint64_t uvtw__core_next_due(uvtw__core_t* core);
  * since the last pass, plus a pre-cascade step of at most what the time
  * that passed owes (see core.c). */
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
-
-/* Outside a pass: brings now_tick up to now_ms when the loop's clock ran
- * ahead of the wheel (no pass since), so that a timer started now is filed
- * relative to the loop's now and a short one lands in level 0.  Timers
- * expired by now_ms go to `ready`: the driver is armed for them already.
- * Does nothing if now_ms is not a tick ahead. */
-void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
 
 /* Sorts `due` into libuv's order (core-sort.c). */
 void uvtw__core_sort_due(uvtw__core_t* core);
@@ -443,14 +425,6 @@ static inline void uvtw__core_occupy_l0(uvtw__core_t* core, size_t s) {
 static inline void uvtw__core_set_now(uvtw__core_t* core, uint64_t n) {
   core->now_tick = n;
   core->collected_ms = n * core->tick_ms;
-  core->behind_ms = uvtw__sat_add(core->collected_ms, core->tick_ms);
-}
-
-
-/* Non-zero if the loop's time now_ms is a tick or more ahead of the
- * wheel's (no pass since it moved on). */
-static inline int uvtw__core_behind(const uvtw__core_t* core, uint64_t now_ms) {
-  return now_ms >= core->behind_ms;
 }
 
 
@@ -576,7 +550,6 @@ static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   uintptr_t last;
 
   UVTW__ASSERT(t->link_.next != NULL && t->link_.next->prev == &t->link_);
-  core->crowded = 0;
   head = uvtw__list_remove(&t->link_);
   if (head == NULL)
     return;

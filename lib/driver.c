@@ -2,14 +2,20 @@
 /* The driver: the one uv_timer_t that runs the core on a libuv loop, and
  * the pass.
  *
- * The driver is armed for uvtw__core_next_tick(), never on a fixed tick.
- * Starting a timer earlier than the armed tick re-arms it at once, and so
- * does stopping or moving the timer it is armed for, so uv_backend_timeout()
- * tells the next wake-up.  That wake-up is exact after starts; it may be
- * early (never late) when a slot's minimum went stale because a timer left
- * it, or when a lazily re-armed timer's old slot comes due: then the pass
- * just re-files (cascades) and re-arms.  Work that a pass leaves due now
- * runs in the next loop iteration, on every libuv.
+ * The driver is armed for uvtw__core_next_tick(), never on a fixed tick,
+ * and never later than the wheel's earliest work:
+ *   - a start earlier than the armed tick arms the driver for the timer's
+ *     own tick at once (no scan), so uv_backend_timeout() tells the next
+ *     wake-up exactly after starts;
+ *   - a stop or a restart of the timer the driver waits for leaves it
+ *     early; the `rearm` prepare handle then re-arms it for the wheel's
+ *     next work (uvtw__core_tighten) in the loop's prepare phase, before
+ *     the poll's timeout is taken, once however many such calls came;
+ *   - a pass re-arms it at its end.
+ * The wake-up may still be early (never late) when a slot's minimum went
+ * stale or a slot was too crowded to tighten: then the pass just re-files
+ * (cascades) and re-arms.  Work that a pass leaves due now runs in the
+ * next loop iteration, on every libuv.
  *
  * This is the one file that depends on the libuv release that runs.  What
  * a timer re-armed with 0 inside its own callback does depends on the
@@ -28,8 +34,8 @@
  * the pass after (uvtw__driver_due_start).  Before 1.48 the pass hands the
  * re-arm to the `rearm` prepare handle, referenced meanwhile: the work runs
  * in the next iteration (uvtw never spins), where a uv_timer_t would run in
- * the same pass.  Raising the floor to 1.48 deletes the prepare handle and
- * rearm_in_cb. */
+ * the same pass.  Raising the floor to 1.48 deletes that use of the prepare
+ * handle and rearm_in_cb. */
 
 #include "internal.h"
 #include "uvtw-assert.h"
@@ -131,13 +137,34 @@ void uvtw__driver_update(uvtw_wheel_t* wheel) {
 
 void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
   if (uvtw__driver_moves_for(&wheel->driver, e))
-    uvtw__driver_update(wheel);
+    arm(wheel, e);
+  uvtw__driver_sync_ref(wheel);
 }
 
 
 static void rearm_cb(uv_prepare_t* prepare) {
+  uvtw_wheel_t* wheel;
+
+  wheel = prepare->data;
   uv_prepare_stop(prepare);
-  uvtw__driver_update(prepare->data);
+  wheel->driver.rearm_pending = 0;
+  uvtw__driver_update(wheel);
+}
+
+
+/* Re-arms the driver before the loop next polls: the prepare phase comes
+ * after the timers phase and before the poll's timeout is taken. */
+static void rearm_before_poll(uvtw_wheel_t* wheel) {
+  if (wheel->driver.rearm_pending)
+    return;
+  wheel->driver.rearm_pending = 1;
+  uv_prepare_start(&wheel->driver.rearm, rearm_cb);
+}
+
+
+void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e) {
+  if (uvtw__driver_waits_for(&wheel->driver, e))
+    rearm_before_poll(wheel);
 }
 
 
@@ -151,7 +178,7 @@ static void pass_end(uvtw_wheel_t* wheel) {
     /* Work is due already, and this libuv would run a driver re-armed with
      * 0 again in this same pass: the prepare handle arms it for the next
      * iteration, and holds the loop until then if the work is referenced. */
-    uv_prepare_start(&wheel->driver.rearm, rearm_cb);
+    rearm_before_poll(wheel);
     uvtw__driver_sync_ref(wheel);
   } else {
     arm_for(wheel, next);
@@ -209,7 +236,7 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
     timer->cb_(timer);
   }
   driver->in_pass = 0;
-  driver->rearm_below = driver->armed_tick;
+  driver->rearm_below = driven ? driver->armed_tick : 0;
   driver->after_pass(wheel);
   uvtw__core_validate(&wheel->core);
   if (driven && !wheel->closing)
@@ -220,6 +247,7 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
 void uvtw__driver_stop(uvtw_wheel_t* wheel) {
   disarm(wheel);
   uv_prepare_stop(&wheel->driver.rearm);
+  wheel->driver.rearm_pending = 0;
 }
 
 
@@ -239,6 +267,8 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
   *driver = (uvtw__driver_t) UVTW__DRIVER_IDLE;
   driver->rearm_in_cb = uv_version() >= LIBUV_COLLECTS_DUE_TIMERS;
   driver->after_pass = after_pass;
+  if (wheel->virtual_time)
+    driver->rearm_below = 0; /* never armed */
   /* Neither can fail on unix. */
   err = uv_timer_init(wheel->loop, &driver->timer);
   UVTW__ASSERT(err == 0);

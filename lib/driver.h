@@ -23,10 +23,12 @@
 
 typedef struct {
   uv_timer_t timer;
-  /* Re-arms the driver outside its own callback, on libuv before 1.48
-   * only (driver.c).  Started only while such a re-arm is pending; its ref
-   * state follows the driver's, so it holds the loop meanwhile. */
+  /* Re-arms the driver before the loop next polls (driver.c), after the
+   * timer it waited for left its tick, and after a pass on libuv before
+   * 1.48.  Started only while such a re-arm is pending (rearm_pending);
+   * its ref state follows the driver's, so it holds the loop meanwhile. */
   uv_prepare_t rearm;
+  int rearm_pending;
   /* The driver's wake-up tick; UVTW__DRIVER_DISARMED while it is stopped,
    * and inside a pass. */
   uint64_t armed_tick;
@@ -36,7 +38,8 @@ typedef struct {
   uint64_t armed_first_ms;
   /* A start whose expiry tick is below this re-arms the driver
    * (uvtw__driver_moves_for): armed_tick outside a pass, 0 inside one,
-   * whose end re-arms anyway.  So that a start tests one word. */
+   * whose end re-arms anyway, and on a virtual wheel, whose driver is
+   * never armed.  So that a start tests one word. */
   uint64_t rearm_below;
   int in_pass;     /* inside uvtw__pass */
   int ref;         /* uv_ref state of the timer (and of rearm) */
@@ -82,10 +85,15 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven);
  * its ref state up to date. */
 void uvtw__driver_update(uvtw_wheel_t* wheel);
 
-/* After the core's next wake-up may have moved earlier, to tick e (a timer
- * was filed there): re-arms the driver if it must
- * (uvtw__driver_moves_for). */
+/* A timer was filed at expiry tick e: arms the driver for e if that is
+ * earlier than the armed tick (uvtw__driver_moves_for).  No scan: the
+ * armed tick is never later than the wheel's earliest work. */
 void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e);
+
+/* A timer of expiry tick e was stopped or moved: if the driver waits for
+ * e, it re-arms before the loop next polls (the `rearm` handle), for the
+ * wheel's next work then.  Until then it may wake early, never late. */
+void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e);
 
 /* Brings the driver's ref state up to date: referenced iff an active
  * referenced timer exists (core->active_ref). */
@@ -102,11 +110,6 @@ void uvtw__driver_stop(uvtw_wheel_t* wheel);
 
 /* Closes the driver's handles with `cb`; returns how many it closed. */
 int uvtw__driver_close(uvtw_wheel_t* wheel, uv_close_cb cb);
-
-
-static inline int uvtw__driver_in_pass(const uvtw__driver_t* driver) {
-  return driver->in_pass;
-}
 
 
 /* Non-zero if a timer filed at expiry tick e moves the next wake-up
@@ -128,87 +131,51 @@ static inline int uvtw__driver_waits_for(const uvtw__driver_t* driver,
 }
 
 
-/* Non-zero if a timer of deadline d and no leeway may be the one the
- * driver is armed for: every timer due at the armed tick, and also (while
- * disarmed, with armed_first_ms UINT64_MAX) a saturated deadline or one
- * below tick_ms, which uvtw__driver_waits_for tells apart.  No rounding to
- * a tick.  (A timer with leeway expires after its deadline's tick: its
- * callers treat it as one the driver may wait for.) */
+/* Non-zero if the driver may be armed for `t`'s tick, so that stopping t
+ * or moving it later may leave the driver early (uvtw__driver_left says
+ * for sure).  One compare without the tick's rounding: t's deadline is in
+ * the armed tick (while disarmed, with armed_first_ms UINT64_MAX, only a
+ * saturated deadline or one below tick_ms passes, which
+ * uvtw__driver_waits_for tells apart); a timer with leeway expires after
+ * its deadline's tick, so it always may. */
 static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
-                                            uint64_t d) {
-  return d - driver->armed_first_ms < core->tick_ms;
+                                            const uvtw_timer_t* t) {
+  return t->deadline_ - driver->armed_first_ms < core->tick_ms ||
+         (t->order_ & UVTW__ORDER_LEEWAY) != 0;
 }
 
 
-/* What a restart of an active timer does (uvtw__driver_restart). */
+/* What restarting an active timer does (uvtw__driver_restart): bit 0
+ * says how the core moves it, bit 1 whether the driver may have to move
+ * later.  (Whether it moves earlier depends on the new expiry, known once
+ * the timer is filed: uvtw__driver_moves_for.) */
 typedef enum {
   /* Rewrite only the deadline: the timer's old slot comes due first and
    * re-files it then (uvtw__core_rearm_lazy). */
-  UVTW__RESTART_LAZY,
-  /* Re-file it; the driver re-arms if the new tick is earlier than the
-   * armed one (uvtw__driver_moves_for). */
-  UVTW__RESTART_REFILE,
-  /* Re-file it, then re-arm the driver, which waits for its old tick and
-   * would otherwise wake for nothing. */
-  UVTW__RESTART_REARM
+  UVTW__RESTART_LAZY = 0,
+  /* Unlink it and file it again (uvtw__core_start). */
+  UVTW__RESTART_REFILE = 1,
+  /* The driver may wait for the timer's old tick: re-arm it before the
+   * loop polls (uvtw__driver_left). */
+  UVTW__RESTART_LEAVES = 2
 } uvtw__restart_t;
 
 
-/* The first half of uvtw__driver_restart, which reads only the timer, the
- * core and the driver: non-zero if the restart is lazy for sure.  The core
- * allows it (t waits in a slot, and d is not earlier), and the driver's
- * wake-up stays exact: the driver does not wait for t's tick, or it does
- * but the armed slot was too crowded to tighten (its wake-up may be early
- * already).  Inline, for the lazy re-arm. */
-static inline int uvtw__driver_restart_lazy(const uvtw__driver_t* driver,
+/* The one restart rule: what restarting the active timer t for deadline
+ * d does.  Lazy whenever the core allows it (t waits in a slot and d is
+ * not earlier); the driver's wake-up, if it was t's, is made exact again
+ * before the next poll, not here, so that many re-arms of the earliest
+ * timer in one loop iteration cost one re-arm of the driver.  Loop
+ * thread; a pure function of its arguments. */
+static inline unsigned uvtw__driver_restart(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
                                             const uvtw_timer_t* t,
                                             uint64_t d) {
-  return uvtw__core_lazy_ok(core, t, d) &&
-         ((!uvtw__driver_may_wait_for(driver, core, t->deadline_) &&
-           !(t->order_ & UVTW__ORDER_LEEWAY)) ||
-          core->crowded);
-}
-
-
-/* The second half of uvtw__driver_restart, once the first said no: lazy
- * when the core allows it and the driver does not wait for t (the first
- * half's test, exact, which a timer with leeway needs), or another timer
- * of t's slot is due at the armed tick (the driver keeps work there; the
- * neighbour is another cache line, so the first half does not look).
- * Otherwise t is re-filed, and the driver re-armed if it waited for t. */
-static inline uvtw__restart_t uvtw__driver_restart_rest(
-    const uvtw__driver_t* driver,
-    const uvtw__core_t* core,
-    const uvtw_timer_t* t,
-    uint64_t d) {
-  const uvtw_timer_t* other;
-  int waits;
-
-  waits = (uvtw__driver_may_wait_for(driver, core, t->deadline_) ||
-           (t->order_ & UVTW__ORDER_LEEWAY)) &&
-          uvtw__driver_waits_for(driver, uvtw__core_expiry(core, t));
-  if (uvtw__core_lazy_ok(core, t, d)) {
-    other = uvtw__core_neighbour(core, t);
-    if (!waits ||
-        (other != NULL && uvtw__core_expiry(core, other) == driver->armed_tick))
-      return UVTW__RESTART_LAZY;
-  }
-  return waits ? UVTW__RESTART_REARM : UVTW__RESTART_REFILE;
-}
-
-
-/* The one restart rule: what restarting the active timer t for deadline
- * d does, by its two halves.  Loop thread; a pure function of its
- * arguments. */
-static inline uvtw__restart_t uvtw__driver_restart(const uvtw__driver_t* driver,
-                                                   const uvtw__core_t* core,
-                                                   const uvtw_timer_t* t,
-                                                   uint64_t d) {
-  if (uvtw__driver_restart_lazy(driver, core, t, d))
-    return UVTW__RESTART_LAZY;
-  return uvtw__driver_restart_rest(driver, core, t, d);
+  return (uvtw__core_lazy_ok(core, t, d) ? UVTW__RESTART_LAZY
+                                         : UVTW__RESTART_REFILE) |
+         (uvtw__driver_may_wait_for(driver, core, t) ? UVTW__RESTART_LEAVES
+                                                     : 0);
 }
 
 #endif /* UVTW_DRIVER_H */

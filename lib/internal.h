@@ -18,13 +18,13 @@
  *                one when its slot comes due before the timer does.
  *   pre-cascade  cascading early: each pass moves a share of the slot whose
  *                block begins next, so no pass re-files a crowded slot.
- *   catch-up     bringing the core's now up to the loop's before a start
- *                outside a pass, so that a short timer lands in level 0.
  *   lazy re-arm  restarting a filed timer to a later deadline by rewriting
  *                only its deadline; its old slot comes due first and
  *                re-files it then.
  *   crowded      a slot of more timers than tighten looks at: the driver's
  *                wake-up for it may be early (never late).
+ *   leaves       a stop or restart of the timer the driver waits for: the
+ *                driver re-arms before the loop polls (driver.c).
  *   task         work submitted by uvtw_submit, from any thread: a node of
  *                the wheel's node table (task-shared.c) with a timer of
  *                its own.

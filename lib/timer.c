@@ -18,109 +18,85 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
-/* What a start or a stop rarely needs (a catch-up, a re-arm of the
- * driver, a change of its ref state) is in cold functions of its own, so
- * that the common path stays short. */
+/* What a start or a stop rarely needs (a move of the driver, a change of
+ * its ref state) is in cold functions of their own, so that the common
+ * path stays short.  No call scans the wheel: a start that comes earlier
+ * than the driver arms it at its own tick, and a stop or restart of the
+ * timer the driver waits for leaves the re-arm to the loop's prepare
+ * phase (driver.c). */
 
-/* The driver after a start of an inactive timer whose expiry tick is e:
- * armed later than e, or unreferenced while the timer is referenced. */
-static int __attribute__((noinline, cold))
-start_driver(uvtw_wheel_t* wheel, uint64_t e) {
-  if (uvtw__driver_moves_for(&wheel->driver, e))
-    uvtw__driver_update(wheel);
-  else
-    uvtw__driver_sync_ref(wheel);
-  return 0;
-}
-
-
-/* Starts an inactive timer by the core's start.  A start can only raise
- * active_ref, so the driver's ref state changes only if it is 0 and the
- * timer is referenced. */
-static inline int start_inactive(uvtw_wheel_t* wheel,
-                                 uvtw_timer_t* timer,
-                                 uvtw_timer_cb cb,
-                                 uint64_t repeat,
-                                 uint64_t deadline) {
-  uint64_t ref;
+/* A restart that is not lazy, or whose timer the driver may wait for
+ * (uvtw__driver_restart said so in `what`).  The timer was active and
+ * stays so: active_ref, hence the driver's ref state, is unchanged. */
+static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
+                                                  uvtw_timer_t* timer,
+                                                  uint64_t deadline,
+                                                  unsigned what) {
+  uint64_t old_e;
   uint64_t e;
 
-  ref = uvtw__timer_ref(timer);
-  timer->cb_ = cb;
-  timer->repeat_ = repeat;
-  e = uvtw__core_start(&wheel->core, timer, deadline);
-  if (uvtw__driver_moves_for(&wheel->driver, e) ||
-      (int) ref > wheel->driver.ref)
-    return start_driver(wheel, e);
-  return 0;
-}
-
-
-/* No pass since the loop's clock moved on (the wheel had nothing due):
- * brings the wheel's now up to the loop's, so that the timer is filed
- * relative to the loop's now and a short timeout lands in level 0.  Not
- * inside a pass, which collected up to the loop's now when it began. */
-static void catch_up_loop(uvtw_wheel_t* wheel, uint64_t now) {
-  if (uvtw__core_behind(&wheel->core, now) &&
-      !uvtw__driver_in_pass(&wheel->driver))
-    uvtw__core_catch_up(&wheel->core, now);
-}
-
-
-static int __attribute__((noinline, cold))
-start_catching_up(uvtw_wheel_t* wheel,
-                  uvtw_timer_t* timer,
-                  uvtw_timer_cb cb,
-                  uint64_t repeat,
-                  uint64_t deadline,
-                  uint64_t now) {
-  catch_up_loop(wheel, now);
-  return start_inactive(wheel, timer, cb, repeat, deadline);
-}
-
-
-/* Restarts an active timer as uvtw__driver_restart says, once its first
- * half said no.  The timer was active and stays so: active_ref, hence the
- * driver's ref state, is unchanged. */
-static int __attribute__((noinline)) restart_by_rule(uvtw_wheel_t* wheel,
-                                                     uvtw_timer_t* timer,
-                                                     uint64_t deadline,
-                                                     uint64_t now) {
-  uvtw__restart_t what;
-  uint64_t e;
-
-  what =
-      uvtw__driver_restart_rest(&wheel->driver, &wheel->core, timer, deadline);
-  if (what == UVTW__RESTART_LAZY) {
+  old_e = uvtw__core_expiry(&wheel->core, timer);
+  if (what & UVTW__RESTART_REFILE) {
+    e = uvtw__core_start(&wheel->core, timer, deadline);
+    if (uvtw__driver_moves_for(&wheel->driver, e)) {
+      uvtw__driver_earlier(wheel, e);
+      return 0;
+    }
+  } else {
     uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
-    return 0;
   }
-  catch_up_loop(wheel, now);
-  e = uvtw__core_start(&wheel->core, timer, deadline);
-  if (what == UVTW__RESTART_REARM || uvtw__driver_moves_for(&wheel->driver, e))
-    uvtw__driver_update(wheel);
+  if (what & UVTW__RESTART_LEAVES)
+    uvtw__driver_left(wheel, old_e);
   return 0;
 }
 
 
 /* Restarts an active timer (so the wheel is not closing: close makes every
  * timer inactive, and no start succeeds after it).  The lazy re-arm, the
- * idle-timeout pattern, touches only the timer: when the rule's first half
- * says so, nothing else is called. */
+ * idle-timeout pattern, touches only the timer. */
 static inline int restart(uvtw_wheel_t* wheel,
                           uvtw_timer_t* timer,
                           uvtw_timer_cb cb,
                           uint64_t repeat,
-                          uint64_t deadline,
-                          uint64_t now) {
+                          uint64_t deadline) {
+  unsigned what;
+
   timer->cb_ = cb;
   timer->repeat_ = repeat;
-  if (uvtw__driver_restart_lazy(&wheel->driver, &wheel->core, timer,
-                                deadline)) {
-    uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
-    return 0;
-  }
-  return restart_by_rule(wheel, timer, deadline, now);
+  what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
+  if (what != UVTW__RESTART_LAZY)
+    return restart_slow(wheel, timer, deadline, what);
+  uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
+  return 0;
+}
+
+
+/* A start for `deadline`. */
+static inline int start_at(uvtw_wheel_t* wheel,
+                           uvtw_timer_t* timer,
+                           uvtw_timer_cb cb,
+                           uint64_t repeat,
+                           uint64_t deadline) {
+  uint64_t ref;
+  uint64_t e;
+
+  if (timer->link_.next != NULL)
+    return restart(wheel, timer, cb, repeat, deadline);
+  if (wheel->closing)
+    return UV_ECANCELED;
+  ref = uvtw__timer_ref(timer);
+  timer->cb_ = cb;
+  timer->repeat_ = repeat;
+  /* Filed relative to the wheel's now, which lags the loop's while the
+   * wheel had nothing due: a short timer may then land a level up, and
+   * moves down when the next pass comes (core.c, "Placement"). */
+  e = uvtw__core_start(&wheel->core, timer, deadline);
+  /* A start can only raise active_ref, so the driver's ref state changes
+   * only if it is 0 and the timer is referenced. */
+  if (uvtw__driver_moves_for(&wheel->driver, e) ||
+      (int) ref > wheel->driver.ref)
+    uvtw__driver_earlier(wheel, e);
+  return 0;
 }
 
 
@@ -130,33 +106,10 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
                                                uvtw_timer_t* timer,
                                                uvtw_timer_cb cb,
                                                uint64_t repeat) {
-  uint64_t now;
-
   if (wheel->closing)
     return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
-  now = uvtw__wheel_now(wheel);
-  if (timer->link_.next != NULL)
-    return restart(wheel, timer, cb, repeat, now, now);
-  return start_catching_up(wheel, timer, cb, repeat, now, now);
-}
-
-
-/* A start for `deadline` (the wheel is not closing unless the timer is
- * inactive, which it checks). */
-static inline int start_at(uvtw_wheel_t* wheel,
-                           uvtw_timer_t* timer,
-                           uvtw_timer_cb cb,
-                           uint64_t repeat,
-                           uint64_t deadline,
-                           uint64_t now) {
-  if (timer->link_.next != NULL)
-    return restart(wheel, timer, cb, repeat, deadline, now);
-  if (wheel->closing)
-    return UV_ECANCELED;
-  if (uvtw__core_behind(&wheel->core, now))
-    return start_catching_up(wheel, timer, cb, repeat, deadline, now);
-  return start_inactive(wheel, timer, cb, repeat, deadline);
+  return start_at(wheel, timer, cb, repeat, uvtw__wheel_now(wheel));
 }
 
 
@@ -171,7 +124,7 @@ static int __attribute__((noinline)) start_precise(uvtw_wheel_t* wheel,
   uint64_t deadline;
 
   deadline = uvtw__sat_add(uvtw__hrtime_ms(uv_hrtime(), 1), timeout);
-  return start_at(wheel, timer, cb, repeat, deadline, uvtw__wheel_now(wheel));
+  return start_at(wheel, timer, cb, repeat, deadline);
 }
 
 
@@ -180,7 +133,6 @@ int uvtw_timer_start(uvtw_timer_t* timer,
                      uint64_t timeout,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
-  uint64_t now;
 
   if (timer == NULL || cb == NULL)
     return UV_EINVAL;
@@ -190,8 +142,8 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   if (timeout - 1 >= wheel->plain_timeouts)
     return timeout == 0 ? start_due(wheel, timer, cb, repeat)
                         : start_precise(wheel, timer, cb, timeout, repeat);
-  now = uvtw__wheel_now(wheel);
-  return start_at(wheel, timer, cb, repeat, uvtw__sat_add(now, timeout), now);
+  return start_at(wheel, timer, cb, repeat,
+                  uvtw__sat_add(uvtw__wheel_now(wheel), timeout));
 }
 
 
@@ -199,28 +151,22 @@ int uvtw_timer_start(uvtw_timer_t* timer,
  * be referenced with no referenced timer left. */
 static int __attribute__((noinline, cold))
 stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
-  if (uvtw__driver_waits_for(&wheel->driver,
-                             uvtw__core_expiry(&wheel->core, timer)))
-    uvtw__driver_update(wheel); /* later, or stopped if nothing is left */
-  else
-    uvtw__driver_sync_ref(wheel);
+  uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, timer));
+  uvtw__driver_sync_ref(wheel);
   return 0;
 }
 
 
 int uvtw_timer_stop(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
-  int awaited;
 
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
-  awaited =
-      uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer->deadline_);
   uvtw__core_stop(&wheel->core, timer);
   /* A stop can only lower active_ref: the driver's ref state changes only
    * if it reached 0. */
-  if (awaited || (timer->order_ & UVTW__ORDER_LEEWAY) ||
+  if (uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer) ||
       (wheel->core.active_ref == 0 && wheel->driver.ref))
     return stop_driver(wheel, timer);
   return 0;

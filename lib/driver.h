@@ -172,10 +172,13 @@ static inline unsigned uvtw__driver_restart(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
                                             const uvtw_timer_t* t,
                                             uint64_t d) {
-  return (uvtw__core_lazy_ok(core, t, d) ? UVTW__RESTART_LAZY
-                                         : UVTW__RESTART_REFILE) |
-         (uvtw__driver_may_wait_for(driver, core, t) ? UVTW__RESTART_LEAVES
-                                                     : 0);
+  unsigned leaves;
+
+  leaves =
+      uvtw__driver_may_wait_for(driver, core, t) ? UVTW__RESTART_LEAVES : 0;
+  if (!uvtw__core_lazy_ok(core, t, d))
+    return UVTW__RESTART_REFILE | leaves;
+  return UVTW__RESTART_LAZY | leaves;
 }
 
 #endif /* UVTW_DRIVER_H */

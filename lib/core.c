@@ -768,3 +768,11 @@ void uvtw__core_defer(uvtw__core_t* core, uint64_t first_id) {
     }
   }
 }
+
+
+uint64_t uvtw__core_late_by_tick(const uvtw__core_t* core, uint64_t now_ms) {
+  uint64_t deadline;
+
+  deadline = now_ms - core->popped_late;
+  return now_ms - uvtw__core_ms_of(core, uvtw__core_tick_of(core, deadline));
+}

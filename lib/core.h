@@ -187,7 +187,7 @@ typedef struct uvtw__core_s {
   struct uvtw__link due;   /* the pass now running, sorted */
   /* now_ms - deadline of the timer uvtw__core_pop_due returned last, its
    * deadline as it was before a repeat moved it on: for the lateness of
-   * its callback (internal.h, uvtw__popped_lateness). */
+   * its callback (uvtw__core_popped_lateness). */
   uint64_t popped_late;
 } uvtw__core_t;
 
@@ -283,6 +283,14 @@ static inline void uvtw__core_validate(const uvtw__core_t* core) {
 
 static inline uint64_t uvtw__sat_add(uint64_t a, uint64_t b) {
   return a + b < a ? UINT64_MAX : a + b;
+}
+
+
+/* uv_hrtime()'s ns in ms: rounded down, as uv_now() counts the same clock
+ * (or its coarse variant, never ahead of it); rounded up if `up`, so that a
+ * deadline counted from it is never early in real time either. */
+static inline uint64_t uvtw__hrtime_ms(uint64_t ns, int up) {
+  return ns / 1000000 + (up && ns % 1000000 != 0);
 }
 
 
@@ -737,6 +745,29 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
     uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), -1);
   }
   return t;
+}
+
+
+/* The lateness of the timer uvtw__core_pop_due returned last, at now_ms,
+ * the clock it was popped at: from its deadline rounded up to its tick,
+ * the first moment the wheel could run it.  Never negative: a pass pops
+ * only what is due.  With a tick above 1 ms, out of line in core.c. */
+uint64_t uvtw__core_late_by_tick(const uvtw__core_t* core, uint64_t now_ms);
+
+static inline uint64_t uvtw__core_popped_lateness(const uvtw__core_t* core,
+                                                  uint64_t now_ms) {
+  if (__builtin_expect(core->tick_ms != 1, 0))
+    return uvtw__core_late_by_tick(core, now_ms);
+  return core->popped_late;
+}
+
+
+/* The bucket of a lateness of `late` ms (the wheel's late_bits): its bit
+ * length, 0 for 0.  2 * late + 1 is never 0 and its top bit's index is
+ * late's bit length (a late of 2^63 ms or more, which real time never
+ * reaches, lands in a wrong bucket, never outside 0..63). */
+static inline size_t uvtw__late_slot(uint64_t late) {
+  return (size_t) (__builtin_clzll(2 * late + 1) ^ 63);
 }
 
 

@@ -44,13 +44,22 @@
 #define LIBUV_COLLECTS_DUE_TIMERS 0x013000
 
 
-const uint64_t* uvtw__driver_clock(uv_loop_t* loop) {
+static const uint64_t* loop_clock(uv_loop_t* loop) {
   /* uv_now returns loop->time, and libuv keeps uv_loop_t's layout stable
    * within 1.x; a pointer to it spares every start a call into the shared
    * library. */
   if (loop->time != uv_now(loop))
     uvtw__abort_at(__FILE__, __LINE__, "loop->time differs from uv_now()");
   return &loop->time;
+}
+
+
+/* Non-zero if the driver is armed for expiry tick e, so that stopping or
+ * moving a timer of that tick may move the next wake-up later.  Never
+ * inside a pass, which disarms the driver first.  The DISARMED test comes
+ * last: a tick equal to it (a saturated deadline) is rare. */
+static int waits_for(const uvtw__driver_t* driver, uint64_t e) {
+  return e == driver->armed_tick && e != UVTW__DRIVER_DISARMED;
 }
 
 
@@ -66,7 +75,7 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
 
   driver = &wheel->driver;
   due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uvtw__wheel_now(wheel);
+  now = *driver->now;
   /* Cannot fail: the driver is initialised and cb is not NULL. */
   uv_timer_start(&driver->timer, timer_cb, due_ms > now ? due_ms - now : 0, 0);
   driver->armed_tick = tick;
@@ -163,8 +172,9 @@ static void rearm_before_poll(uvtw_wheel_t* wheel) {
 
 
 void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e) {
-  if (uvtw__driver_waits_for(&wheel->driver, e))
+  if (waits_for(&wheel->driver, e))
     rearm_before_poll(wheel);
+  uvtw__driver_sync_ref(wheel);
 }
 
 
@@ -216,7 +226,7 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
   }
   driver->rearm_below = 0;
   driver->in_pass = 1;
-  uvtw__core_expire(&wheel->core, uvtw__wheel_now(wheel));
+  uvtw__core_expire(&wheel->core, *driver->now);
   if (driver->defer_from_id != UVTW__NO_DEFER) {
     /* Started in this timers phase, before this callback: the next phase. */
     uvtw__core_defer(&wheel->core, driver->defer_from_id);
@@ -230,8 +240,9 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * finds nothing.  The same holds for a pass that begins on a closed
    * wheel (libuv >= 1.48 may run a driver that close stopped after the
    * timers phase had collected it). */
-  while ((timer = uvtw__core_pop_due(&wheel->core, wheel->now))) {
-    wheel->late_bits[driven ? uvtw__late_slot(uvtw__popped_lateness(wheel))
+  while ((timer = uvtw__core_pop_due(&wheel->core, driver->now))) {
+    wheel->late_bits[driven ? uvtw__late_slot(uvtw__core_popped_lateness(
+                                  &wheel->core, *driver->now))
                             : 0]++;
     timer->cb_(timer);
   }
@@ -267,6 +278,8 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
   *driver = (uvtw__driver_t) UVTW__DRIVER_IDLE;
   driver->rearm_in_cb = uv_version() >= LIBUV_COLLECTS_DUE_TIMERS;
   driver->after_pass = after_pass;
+  driver->now =
+      wheel->virtual_time ? &wheel->virtual_now : loop_clock(wheel->loop);
   if (wheel->virtual_time)
     driver->rearm_below = 0; /* never armed */
   /* Neither can fail on unix. */

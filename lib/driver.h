@@ -22,6 +22,10 @@
 #define UVTW__NO_DEFER UINT64_MAX
 
 typedef struct {
+  /* The clock the timers read: the loop's time (driver.c reads where
+   * uv_now() does), or a virtual wheel's own.  Two loads, where uv_now()
+   * would be a call into the shared library on every start. */
+  const uint64_t* now;
   uv_timer_t timer;
   /* Re-arms the driver before the loop next polls (driver.c), after the
    * timer it waited for left its tick, and after a pass on libuv before
@@ -62,13 +66,10 @@ typedef struct {
  }
 
 
-/* Loop thread, in uvtw_wheel_new: the loop's clock, as a pointer that
- * reads what uv_now(loop) returns.  Aborts if it does not (a libuv whose
- * uv_loop_t differs from the one uvtw was compiled against). */
-const uint64_t* uvtw__driver_clock(uv_loop_t* loop);
-
-/* Loop thread, in uvtw_wheel_new: the driver's handles (unreferenced) and
- * state. */
+/* Loop thread, in uvtw_wheel_new: the driver's clock, handles
+ * (unreferenced) and state.  Aborts if the loop's time is not where
+ * uv_now() reads it (a libuv whose uv_loop_t differs from the one uvtw was
+ * compiled against). */
 void uvtw__driver_init(uvtw_wheel_t* wheel,
                        void (*after_pass)(uvtw_wheel_t* wheel));
 
@@ -86,13 +87,15 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven);
 void uvtw__driver_update(uvtw_wheel_t* wheel);
 
 /* A timer was filed at expiry tick e: arms the driver for e if that is
- * earlier than the armed tick (uvtw__driver_moves_for).  No scan: the
- * armed tick is never later than the wheel's earliest work. */
+ * earlier than the armed tick (uvtw__driver_moves_for), and brings its
+ * ref state up to date.  No scan: the armed tick is never later than the
+ * wheel's earliest work. */
 void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e);
 
 /* A timer of expiry tick e was stopped or moved: if the driver waits for
  * e, it re-arms before the loop next polls (the `rearm` handle), for the
- * wheel's next work then.  Until then it may wake early, never late. */
+ * wheel's next work then (until then it may wake early, never late); and
+ * its ref state is brought up to date. */
 void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e);
 
 /* Brings the driver's ref state up to date: referenced iff an active
@@ -112,6 +115,13 @@ void uvtw__driver_stop(uvtw_wheel_t* wheel);
 int uvtw__driver_close(uvtw_wheel_t* wheel, uv_close_cb cb);
 
 
+/* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop
+ * thread. */
+static inline uint64_t uvtw__driver_now(const uvtw__driver_t* driver) {
+  return *driver->now;
+}
+
+
 /* Non-zero if a timer filed at expiry tick e moves the next wake-up
  * earlier than the armed one, so that the driver must re-arm.  Never
  * inside a pass: the end of the pass re-arms. */
@@ -121,28 +131,40 @@ static inline int uvtw__driver_moves_for(const uvtw__driver_t* driver,
 }
 
 
-/* Non-zero if the driver is armed for expiry tick e, so that stopping or
- * moving a timer of that tick may move the next wake-up later.  Never
- * inside a pass, which disarms the driver first.  The DISARMED test comes
- * last: a tick equal to it (a saturated deadline) is rare. */
-static inline int uvtw__driver_waits_for(const uvtw__driver_t* driver,
-                                         uint64_t e) {
-  return e == driver->armed_tick && e != UVTW__DRIVER_DISARMED;
-}
-
-
 /* Non-zero if the driver may be armed for `t`'s tick, so that stopping t
  * or moving it later may leave the driver early (uvtw__driver_left says
  * for sure).  One compare without the tick's rounding: t's deadline is in
  * the armed tick (while disarmed, with armed_first_ms UINT64_MAX, only a
  * saturated deadline or one below tick_ms passes, which
- * uvtw__driver_waits_for tells apart); a timer with leeway expires after
+ * driver.c tells apart); a timer with leeway expires after
  * its deadline's tick, so it always may. */
 static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
                                             const uvtw__core_t* core,
                                             const uvtw_timer_t* t) {
   return t->deadline_ - driver->armed_first_ms < core->tick_ms ||
          (t->order_ & UVTW__ORDER_LEEWAY) != 0;
+}
+
+
+/* Non-zero if a start that filed an inactive timer of ref flag `ref` at
+ * expiry tick e must tell the driver (uvtw__driver_earlier): e is earlier
+ * than the armed tick, or the timer is referenced and the driver is not
+ * (a start can only raise active_ref). */
+static inline int uvtw__driver_hears_start(const uvtw__driver_t* driver,
+                                           uint64_t e,
+                                           uint64_t ref) {
+  return uvtw__driver_moves_for(driver, e) || (int) ref > driver->ref;
+}
+
+
+/* Non-zero if the stop of `t`, just done, must tell the driver
+ * (uvtw__driver_left): it may wait for t, or it is referenced and no
+ * referenced timer is left (a stop can only lower active_ref). */
+static inline int uvtw__driver_hears_stop(const uvtw__driver_t* driver,
+                                          const uvtw__core_t* core,
+                                          const uvtw_timer_t* t) {
+  return uvtw__driver_may_wait_for(driver, core, t) ||
+         (core->active_ref == 0 && driver->ref);
 }
 
 

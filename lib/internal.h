@@ -70,14 +70,11 @@ typedef enum {
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
-  /* The clock the timers read: the loop's (uvtw__driver_clock), or
-   * &virtual_now on a virtual wheel.  Two loads, where uv_now(loop) would
-   * be a call into the shared library on every start. */
-  const uint64_t* now;
   /* A start takes the plain path (deadline = now + timeout) iff
    * timeout - 1 < plain_timeouts: UINT64_MAX (every timeout but 0), or 0
    * on a precise wheel (options.precise, on a wheel of the loop's clock),
-   * whose starts count from uv_hrtime(), rounded up (uvtw__hrtime_ms). */
+   * whose starts count from uv_hrtime(), rounded up (uvtw__hrtime_ms, core.h).
+   */
   uint64_t plain_timeouts;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; always unreferenced */
@@ -103,12 +100,6 @@ struct uvtw_wheel_s {
   _Atomic uint64_t virtual_now_shared;
   uvtw__tasks_t tasks;
 };
-
-
-/* The wheel's clock: uv_now(loop), or a virtual wheel's own.  Loop thread. */
-static inline uint64_t uvtw__wheel_now(const uvtw_wheel_t* wheel) {
-  return *wheel->now;
-}
 
 
 /* The order_ leeway bits for a leeway of `ms`: the largest g, at most 63,
@@ -138,50 +129,10 @@ static inline uint64_t uvtw__leeway_ms(const uvtw__core_t* core,
 }
 
 
-/* uv_hrtime()'s ns in ms: rounded down, as uv_now() counts the same clock
- * (or its coarse variant, never ahead of it); rounded up if `up`, so that a
- * deadline counted from it is never early in real time either. */
-static inline uint64_t uvtw__hrtime_ms(uint64_t ns, int up) {
-  return ns / 1000000 + (up && ns % 1000000 != 0);
-}
-
-
-/* The slot of late_bits for `late` ms: its bit length, 0 for 0.
- * 2 * late + 1 is never 0 and its top bit's index is late's bit length (a
- * late of 2^63 ms or more, which real time never reaches, lands in a wrong
- * slot, never outside the array). */
-static inline size_t uvtw__late_slot(uint64_t late) {
-  return (size_t) (__builtin_clzll(2 * late + 1) ^ 63);
-}
-
-
-/* uvtw__popped_lateness with a tick above 1 ms.  Out of line: a pass with
- * 1 ms ticks never needs it. */
-static __attribute__((noinline, unused)) uint64_t uvtw__late_by_tick(
-    const uvtw_wheel_t* wheel) {
-  uint64_t deadline;
-  uint64_t now;
-
-  now = uvtw__wheel_now(wheel);
-  deadline = now - wheel->core.popped_late;
-  return now - uvtw__core_ms_of(&wheel->core,
-                                uvtw__core_tick_of(&wheel->core, deadline));
-}
-
 /* late_bits into the public buckets `lateness` (slot i is bucket i, the
  * last bucket takes every slot from it on); returns their sum.  Loop
  * thread (lateness.c). */
 uint64_t uvtw__lateness_fold(const uvtw_wheel_t* wheel, uint64_t* lateness);
 
-
-/* The lateness of the callback of the timer the pass popped last, before
- * the callback runs (the wheel's clock is still the one it was popped at):
- * from its deadline rounded up to its tick, the first moment the wheel
- * could run it.  Never negative: a pass pops only what is due. */
-static inline uint64_t uvtw__popped_lateness(const uvtw_wheel_t* wheel) {
-  if (__builtin_expect(wheel->core.tick_ms != 1, 0))
-    return uvtw__late_by_tick(wheel);
-  return wheel->core.popped_late;
-}
 
 #endif /* UVTW_INTERNAL_H */

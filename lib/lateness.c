@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Lateness: how late the wheel runs its callbacks.  A pass counts each
  * timer it pops in late_bits, by the bit length of its lateness
- * (internal.h, uvtw__late_slot); this file folds the counts into the
+ * (core.h, uvtw__late_slot); this file folds the counts into the
  * public buckets, and reads a quantile from them. */
 
 #include "internal.h"

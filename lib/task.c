@@ -229,7 +229,8 @@ static void uncount_lateness(uvtw_wheel_t* wheel) {
 
   slot = 0; /* virtual time has no lateness */
   if (!wheel->virtual_time)
-    slot = uvtw__late_slot(uvtw__popped_lateness(wheel));
+    slot = uvtw__late_slot(uvtw__core_popped_lateness(
+        &wheel->core, uvtw__driver_now(&wheel->driver)));
   UVTW__ASSERT(wheel->late_bits[slot] > 0);
   wheel->late_bits[slot]--;
 }
@@ -312,7 +313,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   if (on_work && (work = work_get(&wheel->tasks, node)) == NULL) {
     /* Out of memory for the request: it tries again a millisecond later
      * (never early, never lost). */
-    file_at(wheel, node, uvtw__wheel_now(wheel) + 1);
+    file_at(wheel, node, uvtw__driver_now(&wheel->driver) + 1);
     uncount_lateness(wheel);
     return;
   }
@@ -340,7 +341,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   if (on_work) {
     unfile(wheel, node);
     node->location = UVTW__AT_WORK;
-    work->dispatch_ms = uvtw__wheel_now(wheel);
+    work->dispatch_ms = uvtw__driver_now(&wheel->driver);
     uvtw__list_append(&wheel->tasks.in_work, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
     uv_queue_work(wheel->loop, &work->req, work_cb, after_work_cb);

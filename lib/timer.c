@@ -91,10 +91,7 @@ static inline int start_at(uvtw_wheel_t* wheel,
    * wheel had nothing due: a short timer may then land a level up, and
    * moves down when the next pass comes (core.c, "Placement"). */
   e = uvtw__core_start(&wheel->core, timer, deadline);
-  /* A start can only raise active_ref, so the driver's ref state changes
-   * only if it is 0 and the timer is referenced. */
-  if (uvtw__driver_moves_for(&wheel->driver, e) ||
-      (int) ref > wheel->driver.ref)
+  if (uvtw__driver_hears_start(&wheel->driver, e, ref))
     uvtw__driver_earlier(wheel, e);
   return 0;
 }
@@ -109,7 +106,7 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
   if (wheel->closing)
     return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
-  return start_at(wheel, timer, cb, repeat, uvtw__wheel_now(wheel));
+  return start_at(wheel, timer, cb, repeat, uvtw__driver_now(&wheel->driver));
 }
 
 
@@ -143,7 +140,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
     return timeout == 0 ? start_due(wheel, timer, cb, repeat)
                         : start_precise(wheel, timer, cb, timeout, repeat);
   return start_at(wheel, timer, cb, repeat,
-                  uvtw__sat_add(uvtw__wheel_now(wheel), timeout));
+                  uvtw__sat_add(uvtw__driver_now(&wheel->driver), timeout));
 }
 
 
@@ -152,7 +149,6 @@ int uvtw_timer_start(uvtw_timer_t* timer,
 static int __attribute__((noinline, cold))
 stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
   uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, timer));
-  uvtw__driver_sync_ref(wheel);
   return 0;
 }
 
@@ -164,10 +160,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
     return 0;
   wheel = timer->wheel_;
   uvtw__core_stop(&wheel->core, timer);
-  /* A stop can only lower active_ref: the driver's ref state changes only
-   * if it reached 0. */
-  if (uvtw__driver_may_wait_for(&wheel->driver, &wheel->core, timer) ||
-      (wheel->core.active_ref == 0 && wheel->driver.ref))
+  if (uvtw__driver_hears_stop(&wheel->driver, &wheel->core, timer))
     return stop_driver(wheel, timer);
   return 0;
 }
@@ -219,7 +212,7 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
     return 0;
   core = &timer->wheel_->core;
   due_ms = uvtw__core_ms_of(core, uvtw__core_expiry(core, timer));
-  now = uvtw__wheel_now(timer->wheel_);
+  now = uvtw__driver_now(&timer->wheel_->driver);
   return due_ms > now ? due_ms - now : 0;
 }
 

@@ -4,9 +4,9 @@
  * A wheel made with options.virtual_time keeps a clock of its own
  * (virtual_now), which starts at uv_now(loop) and moves only in
  * uvtw_wheel_advance.  Everything else is the ordinary wheel: its timers
- * read the clock through wheel->now, tasks submitted from any thread count
- * their delay from virtual_now_shared, the loop takes tasks in through the
- * async handle.  What differs:
+ * read the clock through the driver (uvtw__driver_now), tasks submitted from
+ * any thread count their delay from virtual_now_shared, the loop takes tasks in
+ * through the async handle.  What differs:
  *   - the driver is never armed (driver.c, uvtw__driver_update), so its
  *     timers neither wake the loop nor keep it alive, and no pass is ever
  *     deferred for the timers phase now running (armed_tick stays
@@ -33,7 +33,7 @@
 
 
 uint64_t uvtw_wheel_now(const uvtw_wheel_t* wheel) {
-  return uvtw__wheel_now(wheel);
+  return uvtw__driver_now(&wheel->driver);
 }
 
 
@@ -112,6 +112,6 @@ uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel) {
   if (tick == UVTW__NO_TICK)
     return UINT64_MAX;
   due_ms = uvtw__core_ms_of(&wheel->core, tick);
-  now = uvtw__wheel_now(wheel);
+  now = uvtw__driver_now(&wheel->driver);
   return due_ms > now ? due_ms - now : 0;
 }

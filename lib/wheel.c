@@ -110,8 +110,6 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->advancing = 0;
   wheel->virtual_now = uv_now(loop);
   atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
-  wheel->now =
-      wheel->virtual_time ? &wheel->virtual_now : uvtw__driver_clock(loop);
   wheel->plain_timeouts =
       opts->precise != 0 && !wheel->virtual_time ? 0 : UINT64_MAX;
   wheel->core.task_leeway =

@@ -213,6 +213,22 @@ void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
 }
 
 
+/* uvtw__core_popped_lateness at the wheel's clock.  The clock is read only
+ * with a tick above 1 ms, out of line, so that the pass keeps no register
+ * for it. */
+static uint64_t __attribute__((noinline))
+popped_late_by_tick(const uvtw_wheel_t* wheel) {
+  return uvtw__core_popped_lateness(&wheel->core, *wheel->driver.now);
+}
+
+
+static inline uint64_t popped_lateness(const uvtw_wheel_t* wheel) {
+  if (__builtin_expect(wheel->core.tick_ms != 1, 0))
+    return popped_late_by_tick(wheel);
+  return wheel->core.popped_late;
+}
+
+
 void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
   uvtw__driver_t* driver;
   uvtw_timer_t* timer;
@@ -241,17 +257,20 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * wheel (libuv >= 1.48 may run a driver that close stopped after the
    * timers phase had collected it). */
   while ((timer = uvtw__core_pop_due(&wheel->core, driver->now))) {
-    wheel->late_bits[driven ? uvtw__late_slot(uvtw__core_popped_lateness(
-                                  &wheel->core, *driver->now))
-                            : 0]++;
+    wheel->late_bits[driven ? uvtw__late_slot(popped_lateness(wheel)) : 0]++;
     timer->cb_(timer);
   }
   driver->in_pass = 0;
-  driver->rearm_below = driven ? driver->armed_tick : 0;
+  /* Tasks the flush files wait for pass_end's re-arm, as the timers the
+   * callbacks started do: rearm_below stays 0 until then (and for good on
+   * a virtual wheel). */
   driver->after_pass(wheel);
   uvtw__core_validate(&wheel->core);
-  if (driven && !wheel->closing)
-    pass_end(wheel);
+  if (driven) {
+    driver->rearm_below = driver->armed_tick;
+    if (!wheel->closing)
+      pass_end(wheel);
+  }
 }
 
 

@@ -63,22 +63,28 @@ static void restart_lazily(int i, uint64_t offset) {
 }
 
 
+/* The driver is armed for t0 + base + offset. */
+static void assert_armed_at(uint64_t offset) {
+  ASSERT_EQ((int64_t) (t0 + base + offset - uv_now(&loop)),
+            uv_backend_timeout(&loop));
+}
+
+
 /* The loop's prepare phase re-arms the driver: after one run that does
  * not block, the wake-up is t0 + base + offset. */
 static void assert_wakes_at(uint64_t offset) {
   ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
-  ASSERT_EQ((int64_t) (t0 + base + offset - uv_now(&loop)),
-            uv_backend_timeout(&loop));
+  assert_armed_at(offset);
 }
 
 
 static void awaited_alone(void) {
   start_at(0, 0);
   start_at(1, 3);
-  ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
+  assert_armed_at(0);
   restart_lazily(0, 4000);
   /* Early until the prepare phase, never late. */
-  ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
+  assert_armed_at(0);
   assert_wakes_at(3);
   stop_all();
 }
@@ -91,7 +97,7 @@ static void crowded_slot(void) {
    * level-1 slot of 10, with nobody sharing timers[0]'s tick. */
   for (i = 0; i < NTIMERS; i++)
     start_at(i, (uint64_t) i);
-  ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
+  assert_armed_at(0);
   restart_lazily(0, 4000);
   /* The re-arm gives up on the slot of 10: early (timers[1] is due at
    * base + 1), never late. */
@@ -104,7 +110,7 @@ static void shared_tick(void) {
   start_at(0, 0);
   start_at(1, 0);
   start_at(2, 3);
-  ASSERT_EQ((int64_t) base, uv_backend_timeout(&loop));
+  assert_armed_at(0);
   restart_lazily(0, 4000);
   assert_wakes_at(0);
   /* The neighbour leaves: now the driver must move, exactly. */

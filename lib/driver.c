@@ -145,6 +145,11 @@ void uvtw__driver_update(uvtw_wheel_t* wheel) {
 
 
 void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
+  /* A saturated deadline's tick is UVTW__NO_TICK itself, which no armed
+   * tick is above: the tick before it stands in, so that the timer holds
+   * the loop as a uv_timer_t of timeout UINT64_MAX does. */
+  if (e == UVTW__NO_TICK)
+    e = UVTW__NO_TICK - 1;
   if (uvtw__driver_moves_for(&wheel->driver, e))
     arm(wheel, e);
   uvtw__driver_sync_ref(wheel);

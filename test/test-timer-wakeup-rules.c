@@ -17,6 +17,9 @@
  *                    exact after the earlier start, outside a pass); after
  *                    one further uv_run(UV_RUN_NOWAIT), which holds a
  *                    prepare phase, it is exact; the loop stays alive.
+ *   rules_by_level_tick_leeway  the same outside the loop, for an
+ *                    earliest timer in levels 0 to 2, with 10 ms ticks and
+ *                    with leeway.
  *   liveness_in_contexts  the stop of the one referenced timer (an
  *                    unreferenced one stays, and a uv_timer_t twin of
  *                    each) from each place: uv_loop_alive() is 0 right
@@ -296,6 +299,61 @@ static void rules_in_uv_timer(void) {
 
 static void rules_in_uvtw_cb(void) {
   rules_in(CTX_UVTW_CB);
+}
+
+
+/* The rules outside the loop for an earliest timer in level 0, 1 and 2
+ * and a later one in level 3, with 1 ms and 10 ms ticks and with leeway:
+ * a slot that holds one timer bounds it exactly, so the re-arm is exact
+ * there too. */
+static void rules_by_level_tick_leeway(void) {
+  static const uint64_t ticks[] = {1, 10, 1};
+  static const uint64_t leeways[] = {0, 0, 127};
+  static const uint64_t firsts[] = {5, 2000, 5000, 70000};
+  uvtw_options_t opts;
+  size_t i;
+  size_t j;
+  int k;
+
+  for (i = 0; i < sizeof(ticks) / sizeof(ticks[0]); i++) {
+    for (j = 0; j < sizeof(firsts) / sizeof(firsts[0]); j++) {
+      uvtw_options_init(&opts);
+      opts.tick_ms = ticks[i];
+      setup_opts(&opts);
+      ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
+      ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
+      ASSERT_EQ(0, uvtw_timer_set_leeway(&a, leeways[i]));
+      ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 10000000, 0));
+      ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+      ASSERT_EQ(due_in(&b), uv_backend_timeout(&loop));
+      /* Start, stop. */
+      ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, firsts[j], 0));
+      ASSERT_EQ(due_in(&a), uv_backend_timeout(&loop));
+      ASSERT_EQ(0, uvtw_timer_stop(&a));
+      ASSERT_LE(uv_backend_timeout(&loop), due_in(&b));
+      ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+      ASSERT_EQ(due_in(&b), uv_backend_timeout(&loop));
+      /* Start, restart later (once, then 50 times). */
+      ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, firsts[j], 0));
+      ASSERT_EQ(due_in(&a), uv_backend_timeout(&loop));
+      ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, firsts[j] * 3, 0));
+      ASSERT_LE(uv_backend_timeout(&loop), due_in(&a));
+      ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+      ASSERT_EQ(due_in(&a), uv_backend_timeout(&loop));
+      for (k = 0; k < 50; k++)
+        ASSERT_EQ(
+            0, uvtw_timer_start(&a, never_cb, firsts[j] * 4 + (uint64_t) k, 0));
+      ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+      ASSERT_EQ(due_in(&a), uv_backend_timeout(&loop));
+      /* Restart earlier: exact at once. */
+      ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, firsts[j], 0));
+      ASSERT_EQ(due_in(&a), uv_backend_timeout(&loop));
+      ASSERT_EQ(0, uvtw_timer_stop(&a));
+      ASSERT_EQ(0, uvtw_timer_stop(&b));
+      ASSERT_EQ(0, uv_loop_alive(&loop));
+      teardown();
+    }
+  }
 }
 
 
@@ -697,6 +755,7 @@ static const test_case_t cases[] = {
   TEST_CASE(rules_in_check),
   TEST_CASE(rules_in_uv_timer),
   TEST_CASE(rules_in_uvtw_cb),
+  TEST_CASE(rules_by_level_tick_leeway),
   TEST_CASE(liveness_in_contexts),
   TEST_CASE(restart_storm_one_wakeup),
   TEST_CASE(start_after_idle),

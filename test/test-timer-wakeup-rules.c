@@ -44,7 +44,10 @@
  *   close_with_rearm_pending  a wheel closed (from an idle callback) while
  *                    the re-arm of a stop is pending closes cleanly.
  *   task_earlier_than_armed  a loop task due before the armed wake-up
- *                    moves it earlier when the loop takes it in. */
+ *                    moves it earlier when the loop takes it in.
+ *   saturated_alone_like_twin  a referenced timer with timeout UINT64_MAX
+ *                    alone on the wheel keeps the loop alive, as its
+ *                    uv_timer_t twin does. */
 
 #include "test-cases.h"
 #include "timer-harness.h"
@@ -747,6 +750,40 @@ static void task_earlier_than_armed(void) {
 }
 
 
+/* A referenced timer whose deadline saturates at UINT64_MAX never fires,
+ * but, as a uv_timer_t started with timeout UINT64_MAX does, it holds the
+ * loop while active: alone on the wheel, with 1 ms and with 10 ms ticks,
+ * and whatever the wheel did before. */
+static void saturated_alone_like_twin(void) {
+  static const uint64_t ticks[] = {1, 10};
+  uvtw_options_t opts;
+  size_t i;
+
+  for (i = 0; i < sizeof(ticks) / sizeof(ticks[0]); i++) {
+    uvtw_options_init(&opts);
+    opts.tick_ms = ticks[i];
+    setup_opts(&opts);
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &a));
+    ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
+    add_uv_timer(&ua);
+    ASSERT_UV_OK(uv_timer_start(&ua, never_uv_cb, UINT64_MAX, 0));
+    ASSERT_EQ(1, uv_loop_alive(&loop)); /* the twin holds the loop */
+    ASSERT_UV_OK(uv_timer_stop(&ua));
+    ASSERT_EQ(0, uv_loop_alive(&loop));
+    ASSERT_EQ(0, uvtw_timer_start(&a, never_cb, UINT64_MAX, 0));
+    ASSERT_EQ(1, uv_loop_alive(&loop));
+    /* The same after another timer came and went. */
+    ASSERT_EQ(0, uvtw_timer_start(&b, never_cb, 10, 0));
+    ASSERT_EQ(0, uvtw_timer_stop(&b));
+    ASSERT_EQ(1, uv_run(&loop, UV_RUN_NOWAIT));
+    ASSERT_EQ(1, uv_loop_alive(&loop));
+    ASSERT_EQ(0, uvtw_timer_stop(&a));
+    ASSERT_EQ(0, uv_loop_alive(&loop));
+    teardown();
+  }
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(rules_outside),
@@ -763,6 +800,7 @@ static const test_case_t cases[] = {
   TEST_CASE(virtual_wheel_stops),
   TEST_CASE(close_with_rearm_pending),
   TEST_CASE(task_earlier_than_armed),
+  TEST_CASE(saturated_alone_like_twin),
 };
 /* clang-format on */
 

@@ -29,7 +29,8 @@ if grep -qE '^task[-.]' <<<"$objects" ||
 fi
 # The cases that submit tasks; every other test of the tree runs.
 tasks='/(tasks_default|tasks_prepare|sum_is_fired|virtual_on_time'
-tasks+='|advance_errors|liveness|producers|far_and_records)$'
+tasks+='|advance_errors|liveness|producers|far_and_records'
+tasks+='|task_earlier_than_armed)$'
 ctest --test-dir "$work/build" -j2 -E "$tasks" --output-on-failure \
       >"$work/test.log" || {
   cat "$work/test.log"

@@ -377,6 +377,19 @@ static inline uint64_t uvtw__core_expiry(const uvtw__core_t* core,
 }
 
 
+/* Non-zero if `t` may expire in the tick whose first ms is first_ms: never
+ * zero when it does.  One compare without the tick's rounding: t's
+ * deadline falls in that tick; or t has leeway (its expiry lies past its
+ * deadline's tick), so it always may.  With first_ms UINT64_MAX (no tick)
+ * a saturated deadline or one below tick_ms passes too. */
+static inline int uvtw__core_may_expire_in(const uvtw__core_t* core,
+                                           const uvtw_timer_t* t,
+                                           uint64_t first_ms) {
+  return t->deadline_ - first_ms < core->tick_ms ||
+         (t->order_ & UVTW__ORDER_LEEWAY) != 0;
+}
+
+
 /* Given that t's deadline passed (deadline_ <= collected_ms): non-zero if
  * its expiry did too, which only a timer with leeway may lack. */
 static inline int uvtw__core_expired(const uvtw__core_t* core,

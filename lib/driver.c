@@ -183,6 +183,24 @@ void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e) {
 }
 
 
+static int __attribute__((noinline, cold))
+stopped_slow(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
+  uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, t));
+  return 0;
+}
+
+
+int uvtw__driver_stopped(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
+  const uvtw__driver_t* driver;
+
+  driver = &wheel->driver;
+  if (uvtw__core_may_expire_in(&wheel->core, t, driver->armed_first_ms) ||
+      (wheel->core.active_ref == 0 && driver->ref))
+    return stopped_slow(wheel, t);
+  return 0;
+}
+
+
 /* The end of a driven pass that left the wheel open: re-arms the driver
  * for what is left. */
 static void pass_end(uvtw_wheel_t* wheel) {

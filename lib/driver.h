@@ -38,7 +38,7 @@ typedef struct {
   uint64_t armed_tick;
   /* The first ms whose tick is armed_tick, UINT64_MAX while disarmed: a
    * deadline d is due at the armed tick iff d - armed_first_ms < tick_ms,
-   * one compare without the tick's rounding (uvtw__driver_may_wait_for). */
+   * one compare without the tick's rounding (uvtw__core_may_expire_in). */
   uint64_t armed_first_ms;
   /* A start whose expiry tick is below this re-arms the driver
    * (uvtw__driver_moves_for): armed_tick outside a pass, 0 inside one,
@@ -98,6 +98,12 @@ void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e);
  * its ref state is brought up to date. */
 void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e);
 
+/* The active timer t was just stopped (or a task's timer unfiled): tells
+ * the driver, by uvtw__driver_left, if it may wait for t, or is referenced
+ * and no referenced timer is left (a stop can only lower active_ref).
+ * Returns 0. */
+int uvtw__driver_stopped(uvtw_wheel_t* wheel, const uvtw_timer_t* t);
+
 /* Brings the driver's ref state up to date: referenced iff an active
  * referenced timer exists (core->active_ref). */
 void uvtw__driver_sync_ref(uvtw_wheel_t* wheel);
@@ -131,21 +137,6 @@ static inline int uvtw__driver_moves_for(const uvtw__driver_t* driver,
 }
 
 
-/* Non-zero if the driver may be armed for `t`'s tick, so that stopping t
- * or moving it later may leave the driver early (uvtw__driver_left says
- * for sure).  One compare without the tick's rounding: t's deadline is in
- * the armed tick (while disarmed, with armed_first_ms UINT64_MAX, only a
- * saturated deadline or one below tick_ms passes, which
- * driver.c tells apart); a timer with leeway expires after
- * its deadline's tick, so it always may. */
-static inline int uvtw__driver_may_wait_for(const uvtw__driver_t* driver,
-                                            const uvtw__core_t* core,
-                                            const uvtw_timer_t* t) {
-  return t->deadline_ - driver->armed_first_ms < core->tick_ms ||
-         (t->order_ & UVTW__ORDER_LEEWAY) != 0;
-}
-
-
 /* Non-zero if a start that filed an inactive timer of ref flag `ref` at
  * expiry tick e must tell the driver (uvtw__driver_earlier): e is earlier
  * than the armed tick, or the timer is referenced and the driver is not
@@ -154,17 +145,6 @@ static inline int uvtw__driver_hears_start(const uvtw__driver_t* driver,
                                            uint64_t e,
                                            uint64_t ref) {
   return uvtw__driver_moves_for(driver, e) || (int) ref > driver->ref;
-}
-
-
-/* Non-zero if the stop of `t`, just done, must tell the driver
- * (uvtw__driver_left): it may wait for t, or it is referenced and no
- * referenced timer is left (a stop can only lower active_ref). */
-static inline int uvtw__driver_hears_stop(const uvtw__driver_t* driver,
-                                          const uvtw__core_t* core,
-                                          const uvtw_timer_t* t) {
-  return uvtw__driver_may_wait_for(driver, core, t) ||
-         (core->active_ref == 0 && driver->ref);
 }
 
 
@@ -196,8 +176,11 @@ static inline unsigned uvtw__driver_restart(const uvtw__driver_t* driver,
                                             uint64_t d) {
   unsigned leaves;
 
-  leaves =
-      uvtw__driver_may_wait_for(driver, core, t) ? UVTW__RESTART_LEAVES : 0;
+  /* The driver may be armed for t's tick (uvtw__driver_left says for
+   * sure; while disarmed, armed_first_ms is UINT64_MAX). */
+  leaves = uvtw__core_may_expire_in(core, t, driver->armed_first_ms)
+               ? UVTW__RESTART_LEAVES
+               : 0;
   if (!uvtw__core_lazy_ok(core, t, d))
     return UVTW__RESTART_REFILE | leaves;
   return UVTW__RESTART_LAZY | leaves;

@@ -83,8 +83,7 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     uvtw__core_stop_task(&wheel->core, &node->timer);
     count_filed(wheel, -1);
     /* As a timer's stop: the driver may have waited for it. */
-    if (uvtw__driver_hears_stop(&wheel->driver, &wheel->core, &node->timer))
-      uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, &node->timer));
+    uvtw__driver_stopped(wheel, &node->timer);
   }
   node->location = UVTW__AT_NONE;
 }

@@ -144,15 +144,6 @@ int uvtw_timer_start(uvtw_timer_t* timer,
 }
 
 
-/* The driver after a stop: it may have waited for the timer's tick, or
- * be referenced with no referenced timer left. */
-static int __attribute__((noinline, cold))
-stop_driver(uvtw_wheel_t* wheel, const uvtw_timer_t* timer) {
-  uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, timer));
-  return 0;
-}
-
-
 int uvtw_timer_stop(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
 
@@ -160,9 +151,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
     return 0;
   wheel = timer->wheel_;
   uvtw__core_stop(&wheel->core, timer);
-  if (uvtw__driver_hears_stop(&wheel->driver, &wheel->core, timer))
-    return stop_driver(wheel, timer);
-  return 0;
+  return uvtw__driver_stopped(wheel, timer);
 }
 
 

@@ -541,29 +541,6 @@ static inline void uvtw__core_clear_bit(uvtw__core_t* core, unsigned s) {
 }
 
 
-/* Non-zero if `link` is the head of one of the core's lists (not a timer). */
-static inline int uvtw__core_is_head(const uvtw__core_t* core,
-                                     const struct uvtw__link* link) {
-  return (link >= &core->slots[0] && link <= &core->slots[UVTW__NSLOTS - 1]) ||
-         link == &core->overflow || link == &core->ready || link == &core->due;
-}
-
-
-/* A neighbour of `t` in its list (NULL if it is alone there): another
- * timer in the same slot. */
-static inline const uvtw_timer_t* uvtw__core_neighbour(const uvtw__core_t* core,
-                                                       const uvtw_timer_t* t) {
-  const struct uvtw__link* link;
-
-  link = t->link_.next;
-  if (uvtw__core_is_head(core, link))
-    link = t->link_.prev;
-  if (uvtw__core_is_head(core, link))
-    return NULL;
-  return uvtw__container_of(link, uvtw_timer_t, link_);
-}
-
-
 /* Unlinks an active timer. */
 static inline void uvtw__core_unlink(uvtw__core_t* core, uvtw_timer_t* t) {
   struct uvtw__link* head;

@@ -85,7 +85,8 @@ typedef enum {
   ACT_LATER_MANY,
   ACT_STOP_START_LATER,
   ACT_STOP_START_EARLIER,
-  ACT_COUNT
+  ACT_COUNT,
+  ACT_STOP_PAIR /* liveness_in_contexts' own, after the rules' */
 } action_t;
 
 static context_t ctx;
@@ -102,6 +103,18 @@ static int64_t due_in(const uvtw_timer_t* t) {
 
 static void stats(uvtw_stats_t* s) {
   uvtw_wheel_stats(wheel, s);
+}
+
+
+/* The one referenced uvtw timer (and its twin) stopped in each place; an
+ * unreferenced one of each stays.  A uv_timer_t-only loop would not be
+ * alive after it, so neither is this one, and uv_run(UV_RUN_DEFAULT)
+ * returns without waiting for the unreferenced timers (their never_cb
+ * would fail the test if it did). */
+static void stop_pair(void) {
+  ASSERT_EQ(0, uvtw_timer_stop(&a));
+  ASSERT_UV_OK(uv_timer_stop(&ua));
+  ASSERT_EQ(0, uv_loop_alive(&loop));
 }
 
 
@@ -140,6 +153,9 @@ static void do_action(void) {
     if (ctx != CTX_UVTW_CB)
       ASSERT_EQ(due_in(&c), uv_backend_timeout(&loop));
     break;
+  case ACT_STOP_PAIR:
+    stop_pair();
+    return;
   default:
     ASSERT(0);
   }
@@ -360,53 +376,6 @@ static void rules_by_level_tick_leeway(void) {
 }
 
 
-/* The one referenced uvtw timer (and its twin) stopped in each place; an
- * unreferenced one of each stays.  A uv_timer_t-only loop would not be
- * alive after it, so neither is this one, and uv_run(UV_RUN_DEFAULT)
- * returns without waiting for the unreferenced timers (their never_cb
- * would fail the test if it did). */
-static void stop_pair(void) {
-  ASSERT_EQ(0, uvtw_timer_stop(&a));
-  ASSERT_UV_OK(uv_timer_stop(&ua));
-  ASSERT_EQ(0, uv_loop_alive(&loop));
-}
-
-
-static void liveness_idle_cb(uv_idle_t* h) {
-  ASSERT_UV_OK(uv_idle_stop(h));
-  acted = 1;
-  stop_pair();
-}
-
-
-static void liveness_check(void) {
-  on_check = NULL;
-  acted = 1;
-  stop_pair();
-}
-
-
-static void liveness_uv_timer_cb(uv_timer_t* h) {
-  (void) h;
-  acted = 1;
-  stop_pair();
-}
-
-
-static void liveness_uvtw_cb(uvtw_timer_t* t) {
-  (void) t;
-  acted = 1;
-  stop_pair();
-}
-
-
-static void liveness_prepare_cb(uv_prepare_t* h) {
-  ASSERT_UV_OK(uv_prepare_stop(h));
-  acted = 1;
-  stop_pair();
-}
-
-
 static void liveness_in_contexts(void) {
   context_t where;
 
@@ -418,28 +387,9 @@ static void liveness_in_contexts(void) {
     ASSERT_UV_OK(uv_timer_start(&ub, never_uv_cb, B_MS, 0));
     uv_unref((uv_handle_t*) &ub);
     ASSERT_EQ(1, uv_loop_alive(&loop));
-    acted = 0;
-    switch (where) {
-    case CTX_OUTSIDE:
-      acted = 1;
-      stop_pair();
-      break;
-    case CTX_IDLE:
-      ASSERT_UV_OK(uv_idle_start(&idle, liveness_idle_cb));
-      break;
-    case CTX_PREPARE:
-      ASSERT_UV_OK(uv_prepare_start(&prep, liveness_prepare_cb));
-      break;
-    case CTX_CHECK:
-      on_check = liveness_check;
-      break;
-    case CTX_UV_TIMER:
-      ASSERT_UV_OK(uv_timer_start(&u, liveness_uv_timer_cb, 1, 0));
-      break;
-    case CTX_UVTW_CB:
-      ASSERT_EQ(0, uvtw_timer_start(&x, liveness_uvtw_cb, 1, 0));
-      break;
-    }
+    ctx = where;
+    act = ACT_STOP_PAIR;
+    arm_context();
     ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
     ASSERT_EQ(1, acted);
     ASSERT_EQ(0, uv_loop_alive(&loop));

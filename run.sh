@@ -206,9 +206,13 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
     fi
     # The cross compiler links with /usr/lib/TRIPLET, where the loader on
     # the target side would not look: the rpath says where.
+    # CMAKE_LIBRARY_ARCHITECTURE: find_library (behind pkg-config's
+    # imported target) would find the host's libuv.so in
+    # /usr/lib/x86_64-linux-gnu first.
     libdir=/usr/lib/$(dpkg-architecture -A "$arch" -q DEB_HOST_MULTIARCH)
     PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
       build "$root/uvtw" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
+            -DCMAKE_LIBRARY_ARCHITECTURE="${libdir#/usr/lib/}" \
             -DCMAKE_BUILD_RPATH="$libdir" \
             -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
   fi

@@ -11,11 +11,24 @@ WINEPATH=$(printf '%s' "$2" | tr ':' ';')
 WINEDEBUG=${WINEDEBUG:--all}
 export WINEPREFIX WINEPATH WINEDEBUG
 shift 2
-if [ ! -f "$WINEPREFIX/system.reg" ]; then
-  # The first start makes the prefix, tens of seconds; parallel tests wait
-  # for one to do it.
+# The first start makes the prefix, tens of seconds; parallel tests wait for
+# one to do it.  `wineboot --init` returns before the prefix is whole: the
+# registry files are written when the wineserver it started exits, some
+# seconds later, and until then the prefix is still being set up.  So the
+# prefix counts as made (.made) only once that server is gone.
+if [ ! -f "$WINEPREFIX/.made" ]; then
   mkdir -p "$WINEPREFIX"
-  flock "$WINEPREFIX/.init" sh -c \
-    '[ -f "$WINEPREFIX/system.reg" ] || wineboot --init >/dev/null 2>&1'
+  flock "$WINEPREFIX/.init" sh -c '
+    [ -f "$WINEPREFIX/.made" ] && exit 0
+    wineboot --init >/dev/null 2>&1
+    wineserver --wait
+    touch "$WINEPREFIX/.made"'
 fi
-exec wine "$@"
+# Not exec: a program that wine could not start leaves no output of its own
+# (WINEDEBUG=-all silences wine's), so its exit status is said here.
+status=0
+wine "$@" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "wine-run.sh: $1 exited with status $status" >&2
+fi
+exit "$status"

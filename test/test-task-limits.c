@@ -19,13 +19,16 @@
  *   repeat_loop    a repeating loop task's next run is due at the loop time
  *                  of its dispatch + repeat: never earlier, and after a run
  *                  that overran, once (not once per missed period).
- *   repeat_pool    a repeating threadpool task that runs longer than its
- *                  period never overlaps itself: each run starts after the
- *                  previous one returned; after a cancel (0 or EBUSY) no
- *                  run starts.  A run that came due while the previous one
- *                  was running starts when that one ends, not a period
- *                  later (period 100 ms, runs of 130 ms: the median gap
- *                  between a run's end and the next start is < 60 ms).
+ *   repeat_pool    two repeating threadpool tasks that run longer than
+ *                  their periods (runs of 12 ms, periods of 1 and 2 ms)
+ *                  never overlap themselves: each run starts after the
+ *                  previous one returned; after a cancel that returned 0 no
+ *                  run starts, and after UV_EBUSY at most the one that was
+ *                  executing.
+ *   repeat_pool_overrun  a run that came due while the previous one was
+ *                  running starts when that one ends, not a period later
+ *                  (period 100 ms, runs of 130 ms: the median gap between a
+ *                  run's end and the next start is < 60 ms).
  *   busy_place     a threadpool task whose cancel returned UV_EBUSY ends
  *                  when its run returns, on the pool thread: with
  *                  max_tasks 1, pending is 0 and a new submit is accepted

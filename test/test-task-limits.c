@@ -807,7 +807,7 @@ static void liveness(void) {
   /* An empty wheel: uv_run returns at once. */
   t0 = hr_ms();
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_ULT(hr_ms() - t0, 1000);
+  ASSERT_ULT(hr_ms() - t0, 10 * 1000); /* generous: else it blocks */
 
   /* Drained one-shots keep the loop running until they have run. */
   lv_submit(&lv[0], 150, 0, 0);
@@ -854,7 +854,7 @@ static void liveness(void) {
   ASSERT_UEQ(1, uvtw_wheel_pending(wheel));
   t0 = hr_ms();
   ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_ULT(hr_ms() - t0, 1000);
+  ASSERT_ULT(hr_ms() - t0, 10 * 1000); /* generous: else it blocks */
   ASSERT_EQ(0, atomic_load(&lv[4].runs));
   lv_run();
   ASSERT_EQ(1, atomic_load(&lv[4].returned));

@@ -236,25 +236,10 @@ void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
 }
 
 
-/* uvtw__core_popped_lateness at the wheel's clock.  The clock is read only
- * with a tick above 1 ms, out of line, so that the pass keeps no register
- * for it. */
-static uint64_t __attribute__((noinline))
-popped_late_by_tick(const uvtw_wheel_t* wheel) {
-  return uvtw__core_popped_lateness(&wheel->core, *wheel->driver.now);
-}
-
-
-static inline uint64_t popped_lateness(const uvtw_wheel_t* wheel) {
-  if (__builtin_expect(wheel->core.tick_ms != 1, 0))
-    return popped_late_by_tick(wheel);
-  return wheel->core.popped_late;
-}
-
-
 void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
   uvtw__driver_t* driver;
   uvtw_timer_t* timer;
+  uint64_t late;
 
   driver = &wheel->driver;
   if (driven) {
@@ -280,7 +265,9 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * wheel (libuv >= 1.48 may run a driver that close stopped after the
    * timers phase had collected it). */
   while ((timer = uvtw__core_pop_due(&wheel->core, driver->now))) {
-    wheel->late_bits[driven ? uvtw__late_slot(popped_lateness(wheel)) : 0]++;
+    late = driven ? uvtw__core_popped_lateness(&wheel->core, *driver->now)
+                  : 0; /* virtual time has no lateness */
+    wheel->late_bits[uvtw__late_slot(late)]++;
     timer->cb_(timer);
   }
   driver->in_pass = 0;

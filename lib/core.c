@@ -625,16 +625,16 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     if (s == UVTW__NSLOTS)
       continue;
     count = &core->count[uvtw__upper_index(s)];
-    /* count * elapsed / (left + elapsed), rounded up; elapsed < left <=
-     * 2^34 here and count < 2^32, so 64 bits do not overflow while
-     * elapsed < 2^32, and uvtw__mul_div_ceil's domain holds beyond. */
-    if (elapsed >= left)
+    /* count * elapsed / (left + elapsed), rounded up, in 64 bits: count <
+     * 2^32 and elapsed < 2^32.  A pass that moved 2^32 ticks or more (49
+     * days at 1 ms: a loop blocked that long, or a virtual clock moved as
+     * far) takes the whole slot, which is always correct, only not spread
+     * out. */
+    if (elapsed >= left || elapsed > UINT32_MAX)
       quota = *count;
-    else if (elapsed <= UINT32_MAX) /* the common case: 64 bits suffice */
+    else
       quota =
           ((uint64_t) *count * elapsed + left + elapsed - 1) / (left + elapsed);
-    else
-      quota = uvtw__mul_div_ceil(*count, elapsed, left + elapsed);
     head = &core->slots[s];
     for (; quota > 0 && !uvtw__list_empty(head); quota--) {
       t = uvtw__timer_of(head->next);

@@ -761,24 +761,4 @@ static inline size_t uvtw__late_slot(uint64_t late) {
 }
 
 
-/* a * b / d rounded up, for b < d <= 2^47 (so the result is <= a), in
- * 64-bit arithmetic: the pre-cascade's quota (core.c), which a jump of
- * more than 2^32 ticks needs; tested on its own (test-core-mul-div). */
-static inline uint64_t uvtw__mul_div_ceil(uint32_t a, uint64_t b, uint64_t d) {
-  uint64_t hi;
-  uint64_t q;
-  uint64_t r;
-
-  UVTW__ASSERT(b < d && d <= (uint64_t) 1 << 47);
-  /* a * b can take 66 bits, and there is no 128-bit integer on 32-bit
-   * targets (nor in MSVC): with a = ah * 2^16 + al, a * b / d is
-   * (ah * b / d) * 2^16 plus the rest, ((ah * b % d) * 2^16 + al * b) / d,
-   * and d <= 2^47 keeps every term below 2^64. */
-  hi = (uint64_t) (a >> 16) * b;
-  q = hi / d;
-  r = hi % d;
-  return (q << 16) + ((r << 16) + (uint64_t) (a & 0xffff) * b + d - 1) / d;
-}
-
-
 #endif /* UVTW_CORE_H */

@@ -14,20 +14,33 @@ shift 2
 # The first start makes the prefix, tens of seconds; parallel tests wait for
 # one to do it.  `wineboot --init` returns before the prefix is whole: the
 # registry files are written when the wineserver it started exits, some
-# seconds later, and until then the prefix is still being set up.  So the
-# prefix counts as made (.made) only once that server is gone.
+# seconds later (3 s after its last client).  So the prefix counts as made
+# (.made) only once that server is gone; a failed or killed set-up leaves
+# no .made, and the next test makes the prefix again.
 if [ ! -f "$WINEPREFIX/.made" ]; then
   mkdir -p "$WINEPREFIX"
   flock "$WINEPREFIX/.init" sh -c '
-    [ -f "$WINEPREFIX/.made" ] && exit 0
-    wineboot --init >/dev/null 2>&1
-    wineserver --wait
-    touch "$WINEPREFIX/.made"'
+    [ -f "$WINEPREFIX/.made" ] ||
+      { wineboot --init >/dev/null 2>&1 &&
+        timeout 120 wineserver --wait &&
+        touch "$WINEPREFIX/.made"; }'
 fi
-# Not exec: a program that wine could not start leaves no output of its own
+# The program's output goes through files, not straight to CTest's pipes:
+# the processes wine starts for itself (its server, services.exe,
+# winedevice.exe) inherit the output of the program that started them and
+# keep it open until the server exits, and CTest (as execute_process) reads
+# a test's output to its end, so the first tests of a run would last as
+# long as the run.  Stdout and stderr stay apart (the --list check reads
+# them apart); each is printed whole when the program ends.  Not exec: a
+# program that wine could not start leaves no output of its own
 # (WINEDEBUG=-all silences wine's), so its exit status is said here.
+out=$(mktemp "$WINEPREFIX/out.XXXXXX")
+err=$(mktemp "$WINEPREFIX/err.XXXXXX")
 status=0
-wine "$@" || status=$?
+wine "$@" >"$out" 2>"$err" </dev/null || status=$?
+cat "$out"
+cat "$err" >&2
+rm -f "$out" "$err"
 if [ "$status" -ne 0 ]; then
   echo "wine-run.sh: $1 exited with status $status" >&2
 fi

@@ -218,8 +218,8 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
     count = core->count[uvtw__upper_index(s)];
     if (count <= core->precascade_chunk)
       continue;
-    step =
-        left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
+    step = left / (((uint64_t) count + core->precascade_chunk - 1) /
+                   core->precascade_chunk);
     tick = core->now_tick + (step == 0 ? 1 : step);
     /* With leeway in use: at the next multiple of the power of two at or
      * above the step, where coalesced expiries fall, so that the step
@@ -625,16 +625,16 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     if (s == UVTW__NSLOTS)
       continue;
     count = &core->count[uvtw__upper_index(s)];
-    /* count * elapsed / (left + elapsed), rounded up, in 64 bits: count <
-     * 2^32 and elapsed < 2^32.  A pass that moved 2^32 ticks or more (49
-     * days at 1 ms: a loop blocked that long, or a virtual clock moved as
-     * far) takes the whole slot, which is always correct, only not spread
-     * out. */
+    /* count * elapsed / (left + elapsed), rounded up: (x - 1) / d + 1 for
+     * x >= 1 (count >= 1 for an occupied slot, elapsed >= 1), so that x
+     * alone must fit 64 bits: count < 2^32 and elapsed < 2^32.  A pass
+     * that moved 2^32 ticks or more (49.7 days at 1 ms: a loop blocked
+     * that long, or a virtual clock moved as far) takes the whole slot,
+     * which is always correct, only not spread out. */
     if (elapsed >= left || elapsed > UINT32_MAX)
       quota = *count;
     else
-      quota =
-          ((uint64_t) *count * elapsed + left + elapsed - 1) / (left + elapsed);
+      quota = ((uint64_t) *count * elapsed - 1) / (left + elapsed) + 1;
     head = &core->slots[s];
     for (; quota > 0 && !uvtw__list_empty(head); quota--) {
       t = uvtw__timer_of(head->next);

@@ -467,7 +467,11 @@ static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
   } else {
     if (e < core->slot_min[u])
       core->slot_min[u] = e;
-    if (++core->count[u] > core->precascade_chunk)
+    /* Saturates: stops do not lower it, so a slot that never empties may
+     * see 2^32 filings, and it must stay an upper bound. */
+    if (core->count[u] != UINT32_MAX)
+      core->count[u]++;
+    if (core->count[u] > core->precascade_chunk)
       core->big_levels |= 1u << (1 + u / UVTW__LN_SLOTS);
   }
 }

@@ -126,6 +126,49 @@ static void long_gap(void) {
 }
 
 
+/* A slot's count (core.h) saturates at UINT32_MAX, so it stays an upper
+ * bound on the slot's timers after 2^32 filings (stops do not lower it),
+ * and the pre-cascade paces so full a slot without overflow; its timers
+ * still fire at their deadlines. */
+static void saturated_count(void) {
+  static const uint64_t deadline[] = {5000, 5000, 5001};
+  uvtw__core_t core;
+  uvtw_timer_t t[3];
+  uvtw_timer_t* popped;
+  uint64_t now;
+  size_t u;
+  int fired;
+  int i;
+
+  memset(t, 0, sizeof(t));
+  uvtw__core_init(&core, 1, 0);
+  /* 5000 and 5001 ms: level 1 (from 2048 ticks on), one block of 1024. */
+  u = uvtw__upper_index(uvtw__core_slot(1, 5000));
+  ASSERT_UEQ(u, uvtw__upper_index(uvtw__core_slot(1, 5001)));
+  uvtw__core_start(&core, &t[0], deadline[0]);
+  ASSERT_UEQ(core.count[u], 1);
+  core.count[u] = UINT32_MAX - 1; /* as after that many filings and stops */
+  for (i = 1; i < 3; i++) {
+    uvtw__core_start(&core, &t[i], deadline[i]);
+    ASSERT_UEQ(core.count[u], UINT32_MAX);
+    ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  }
+  fired = 0;
+  for (now = 1; now <= 5001; now++) {
+    /* Never later than the earliest timer left: deadline[fired]. */
+    ASSERT_ULE(uvtw__core_ms_of(&core, uvtw__core_next_tick(&core)),
+               deadline[fired]);
+    uvtw__core_expire(&core, now);
+    while ((popped = uvtw__core_pop_due(&core, &now)) != NULL) {
+      ASSERT_UEQ(popped->deadline_, now);
+      fired++;
+    }
+    ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
+  }
+  ASSERT_EQ(fired, 3);
+}
+
+
 /* The overflow list's bound (core.h, overflow_min): exact while timers
  * are only filed there; early, never late, after a stop or a lazy re-arm
  * there, which uvtw__core_next_expiry then returns instead of walking the
@@ -264,6 +307,7 @@ static const test_case_t cases[] = {
   TEST_CASE(lazy_rearm),
   TEST_CASE(tick_division),
   TEST_CASE(long_gap),
+  TEST_CASE(saturated_count),
   TEST_CASE(overflow_bound),
   TEST_CASE(random_ops),
   TEST_CASE(pre_cascade),

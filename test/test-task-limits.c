@@ -48,7 +48,8 @@
  *                  task submitted from another thread after uv_run
  *                  returned does not (nothing wakes the owner: the
  *                  liveness rule in docs/tasks.md, "Liveness"), and is
- * drained by a later run.  Submits from the loop thread: test-task-liveness.c.
+ *                  drained by a later run.  Submits from the loop thread:
+ *                  test-task-liveness.c.
  *   early_cancel_stats  uvtw_stats_t: a task cancelled before the loop
  *                  took it in counts in tasks_accepted and tasks_cancelled
  *                  as soon as the cancel returns, also when the loop's

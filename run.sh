@@ -209,7 +209,7 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
     # CMAKE_LIBRARY_ARCHITECTURE: find_library (behind pkg-config's
     # imported target) would find the host's libuv.so in
     # /usr/lib/x86_64-linux-gnu first.
-    libdir=/usr/lib/$(dpkg-architecture -A "$arch" -q DEB_HOST_MULTIARCH)
+    libdir=/usr/lib/$(dpkg-architecture -a "$arch" -q DEB_HOST_MULTIARCH)
     PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
       build "$root/uvtw" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
             -DCMAKE_LIBRARY_ARCHITECTURE="${libdir#/usr/lib/}" \

@@ -39,6 +39,16 @@ stage() {
   [ $# -eq 0 ] || say "$*"
 }
 
+# Succeeds if Debian package PKG is installed for this machine's
+# architecture.  Plain `dpkg -s PKG` fails once a second architecture's
+# instance is installed too (ambiguous: libuv1-dev and libc6-dev after a
+# cross fallback below), and `dpkg -s PKG:ARCH` fails for an Architecture:
+# all package (wine): one, then the other.
+installed() { # PKG
+  dpkg -s "$1" >/dev/null 2>&1 ||
+    dpkg -s "$1:$(dpkg --print-architecture)" >/dev/null 2>&1
+}
+
 # Debian 12 packages the build and the tests use.
 need_packages() {
   local missing=()
@@ -46,14 +56,14 @@ need_packages() {
   command -v cc >/dev/null || missing+=(gcc)
   # gcc only recommends the C library's headers and start files, and
   # recommends are not installed here.
-  dpkg -s libc6-dev >/dev/null 2>&1 || missing+=(libc6-dev)
+  installed libc6-dev || missing+=(libc6-dev)
   command -v make >/dev/null || missing+=(make)
   command -v pkg-config >/dev/null || missing+=(pkg-config)
   command -v python3 >/dev/null || missing+=(python3)
-  dpkg -s libuv1-dev >/dev/null 2>&1 || missing+=(libuv1-dev)
+  installed libuv1-dev || missing+=(libuv1-dev)
   if [ "$1" = test ]; then
     command -v clang >/dev/null || missing+=(clang)
-    dpkg -s libclang-rt-14-dev >/dev/null 2>&1 || missing+=(libclang-rt-14-dev)
+    installed libclang-rt-14-dev || missing+=(libclang-rt-14-dev)
     command -v valgrind >/dev/null || missing+=(valgrind)
     command -v clang-format >/dev/null || missing+=(clang-format)
     # The bench-plot test draws the chart with gnuplot.
@@ -73,7 +83,7 @@ need_packages() {
                gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
                gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user \
                gcc-mingw-w64-x86-64 wine wine64; do
-      dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+      installed "$pkg" || missing+=("$pkg")
     done
   fi
   if [ ${#missing[@]} -ne 0 ]; then
@@ -194,10 +204,10 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
         "libuv for it)"
     return
   else
-    say "$target: no $shared/libuv-*.tar.gz; installing Debian's" \
-        "libuv1-dev:$arch (dpkg --add-architecture $arch)"
+    say "$target: no $shared/libuv-*.tar.gz; Debian's libuv1-dev:$arch"
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     if ! dpkg -s "libuv1-dev:$arch" >/dev/null 2>&1; then
+      say "installing libuv1-dev:$arch (dpkg --add-architecture $arch)"
       $sudo dpkg --add-architecture "$arch"
       $sudo apt-get update -qq
       DEBIAN_FRONTEND=noninteractive \
@@ -205,15 +215,20 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
         "libuv1-dev:$arch" >/dev/null
     fi
     # The cross compiler links with /usr/lib/TRIPLET, where the loader on
-    # the target side would not look: the rpath says where.
+    # the target side would not look: the rpath names a directory that
+    # holds only a link to libuv.so.1.  Not /usr/lib/TRIPLET itself: its
+    # libc.so.6 (Debian's libc6:ARCH) would then come with the cross C
+    # library's loader, another build of glibc, and the two hang.
     # CMAKE_LIBRARY_ARCHITECTURE: find_library (behind pkg-config's
     # imported target) would find the host's libuv.so in
     # /usr/lib/x86_64-linux-gnu first.
     libdir=/usr/lib/$(dpkg-architecture -a "$arch" -q DEB_HOST_MULTIARCH)
+    mkdir -p "$root/libuv-only"
+    ln -sf "$libdir/libuv.so.1" "$root/libuv-only/libuv.so.1"
     PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
       build "$root/uvtw" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
             -DCMAKE_LIBRARY_ARCHITECTURE="${libdir#/usr/lib/}" \
-            -DCMAKE_BUILD_RPATH="$libdir" \
+            -DCMAKE_BUILD_RPATH="$PWD/$root/libuv-only" \
             -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
   fi
   (

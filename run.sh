@@ -215,20 +215,17 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
         "libuv1-dev:$arch" >/dev/null
     fi
     # The cross compiler links with /usr/lib/TRIPLET, where the loader on
-    # the target side would not look: the rpath names a directory that
-    # holds only a link to libuv.so.1.  Not /usr/lib/TRIPLET itself: its
-    # libc.so.6 (Debian's libc6:ARCH) would then come with the cross C
-    # library's loader, another build of glibc, and the two hang.
+    # the target side would not look: the rpath says where.  (The C
+    # library still comes from the cross toolchain's directory, ahead of
+    # the rpath: the toolchain files' emulators see to it.)
     # CMAKE_LIBRARY_ARCHITECTURE: find_library (behind pkg-config's
     # imported target) would find the host's libuv.so in
     # /usr/lib/x86_64-linux-gnu first.
     libdir=/usr/lib/$(dpkg-architecture -a "$arch" -q DEB_HOST_MULTIARCH)
-    mkdir -p "$root/libuv-only"
-    ln -sf "$libdir/libuv.so.1" "$root/libuv-only/libuv.so.1"
     PKG_CONFIG_LIBDIR=$libdir/pkgconfig \
       build "$root/uvtw" -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
             -DCMAKE_LIBRARY_ARCHITECTURE="${libdir#/usr/lib/}" \
-            -DCMAKE_BUILD_RPATH="$PWD/$root/libuv-only" \
+            -DCMAKE_BUILD_RPATH="$libdir" \
             -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
   fi
   (

@@ -7,4 +7,9 @@
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR armv7l)
 set(CMAKE_C_COMPILER arm-linux-gnueabihf-gcc)
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm -L /usr/arm-linux-gnueabihf)
+# The loader is the cross C library's (-L); LD_LIBRARY_PATH makes it load
+# that C library too, ahead of /etc/ld.so.cache, which lists Debian's
+# libc6:ARCH if that is installed (say with libuv1-dev:ARCH): a loader and
+# a libc.so.6 of two glibc builds hang together.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-arm -L /usr/arm-linux-gnueabihf
+    -E LD_LIBRARY_PATH=/usr/arm-linux-gnueabihf/lib)

@@ -236,10 +236,22 @@ void uvtw__driver_due_start(uvtw_wheel_t* wheel) {
 }
 
 
+void uvtw__driver_count_late(uvtw_wheel_t* wheel, int delta) {
+  uint64_t late;
+  size_t slot;
+
+  late = 0; /* virtual time has no lateness */
+  if (!wheel->virtual_time)
+    late = uvtw__core_popped_lateness(&wheel->core, *wheel->driver.now);
+  slot = uvtw__late_slot(late);
+  UVTW__ASSERT(delta > 0 || wheel->late_bits[slot] > 0);
+  wheel->late_bits[slot] += (uint64_t) (int64_t) delta;
+}
+
+
 void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
   uvtw__driver_t* driver;
   uvtw_timer_t* timer;
-  uint64_t late;
 
   driver = &wheel->driver;
   if (driven) {
@@ -265,9 +277,7 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * wheel (libuv >= 1.48 may run a driver that close stopped after the
    * timers phase had collected it). */
   while ((timer = uvtw__core_pop_due(&wheel->core, driver->now))) {
-    late = driven ? uvtw__core_popped_lateness(&wheel->core, *driver->now)
-                  : 0; /* virtual time has no lateness */
-    wheel->late_bits[uvtw__late_slot(late)]++;
+    uvtw__driver_count_late(wheel, 1);
     timer->cb_(timer);
   }
   driver->in_pass = 0;

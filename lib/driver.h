@@ -82,6 +82,11 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
  * close the wheel, which ends the pass. */
 void uvtw__pass(uvtw_wheel_t* wheel, int driven);
 
+/* Adds delta (1 or -1) to the lateness bucket of the timer the pass
+ * popped last: the pass counts each timer it pops as run, and a task that
+ * does not run after all is taken off again. */
+void uvtw__driver_count_late(uvtw_wheel_t* wheel, int delta);
+
 /* Arms the driver for the core's next wake-up (outside a pass), and brings
  * its ref state up to date. */
 void uvtw__driver_update(uvtw_wheel_t* wheel);

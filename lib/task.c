@@ -224,20 +224,6 @@ static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
 
-/* The pass counted the task it popped as run, by its lateness; takes that
- * off again when it neither runs nor goes to the threadpool (rare). */
-static void uncount_lateness(uvtw_wheel_t* wheel) {
-  size_t slot;
-
-  slot = 0; /* virtual time has no lateness */
-  if (!wheel->virtual_time)
-    slot = uvtw__late_slot(uvtw__core_popped_lateness(
-        &wheel->core, uvtw__driver_now(&wheel->driver)));
-  UVTW__ASSERT(wheel->late_bits[slot] > 0);
-  wheel->late_bits[slot]--;
-}
-
-
 static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uvtw__work_t* w;
 
@@ -316,7 +302,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     /* Out of memory for the request: it tries again a millisecond later
      * (never early, never lost). */
     file_at(wheel, node, uvtw__driver_now(&wheel->driver) + 1);
-    uncount_lateness(wheel);
+    uvtw__driver_count_late(wheel, -1);
     return;
   }
   do {
@@ -332,7 +318,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
         unfile(wheel, node);
         release_if_idle(wheel, node);
       }
-      uncount_lateness(wheel);
+      uvtw__driver_count_late(wheel, -1);
       return;
     }
   } while (!uvtw__task_cas(

@@ -120,17 +120,19 @@ UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
  * NULL for the defaults.  Loop thread.
  * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or too large;
  *         UV_ENOMEM  out of memory;
- *         or an error from uv_timer_init/uv_async_init/uv_prepare_init.
+ *         or an error from uv_async_init or uv_mutex_init.
  * On error *out is untouched and nothing is left open or allocated. */
 UVTW_EXTERN int uvtw_wheel_new(uv_loop_t* loop,
                                const uvtw_options_t* opts,
                                uvtw_wheel_t** out);
 
 /* Starts closing the wheel; may be called from inside any callback.  Every
- * active timer becomes inactive at once, without running.  Every live task
- * gets exactly one final cb(arg, UV_ECANCELED) on the loop thread, after
- * this returns.  Then the handles close, cb(wheel) runs (cb may be NULL)
- * and the wheel is freed; the loop must run for that.  From now on
+ * active timer becomes inactive at once, without running.  Every waiting
+ * task gets exactly one final cb(arg, UV_ECANCELED) on the loop thread,
+ * after this returns; a run in progress (on the threadpool, or the one that
+ * called close) ends first, and then only a repeating task not cancelled
+ * gets its final call.  Then the handles close, cb(wheel) runs (cb may be
+ * NULL) and the wheel is freed; the loop must run for that.  From now on
  * uvtw_timer_start and uvtw_submit return UV_ECANCELED.  Other threads'
  * calls must have returned before cb runs (docs/wheel.md, "Closing").  Loop
  * thread.  Errors: UV_EINVAL  wheel is NULL or already closing. */
@@ -214,9 +216,9 @@ UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
 /* Lets the timer run up to `ms` late (0, the default: exact), so that timers
  * due close together share a wake-up; never early, a pass still runs by
  * (deadline, start).  The wheel uses 2^k - 1 ticks, the most that fits in
- * ms: get_leeway returns that.  With repeat, run k is due at start + k *
- * repeat (docs/timers.md, "Leeway").  Errors: UV_EINVAL  timer is NULL;
- * UV_EBUSY  the timer is active. */
+ * ms: get_leeway returns that.  With repeat, run k is due at the first
+ * deadline + k * repeat (docs/timers.md, "Leeway").
+ * Errors: UV_EINVAL  timer is NULL; UV_EBUSY  the timer is active. */
 UVTW_EXTERN int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms);
 UVTW_EXTERN uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer);
 

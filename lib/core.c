@@ -23,8 +23,9 @@
  * due the loop's clock runs ahead of it, and a start files relative to n
  * still (the next pass catches up, however far), so a short timer started
  * after the wheel idled for more than its level 0 (2047 ticks less the
- * timeout) moves down once.  Each level's ring is twice what its placement
- * uses, so invariants (uvtw__core_check verifies them all):
+ * timeout) moves down once.  Each upper level's ring is twice what its
+ * placement uses (level 0's is what it uses), so these invariants hold
+ * (uvtw__core_check verifies them all):
  *   - a level-0 slot holds timers of one tick, in (n, n + 2047]: slot r's
  *     tick is the one in that window that is r mod 2048;
  *   - an upper slot holds timers of one block (2^shift(l) ticks), the

@@ -2,10 +2,11 @@
 /* The pure timing wheel: no libuv calls, no threads, no allocation.  Time is
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
- * order_, repeat_); the libuv layer (wheel.c, driver.c,
- * timer.c, task.c) owns everything else: the core does not know which of
- * its timers belong to tasks.  See core.c for the level table and the
- * invariants. */
+ * order_, repeat_); the libuv layer (wheel.c, driver.c, timer.c, task.c)
+ * owns everything else.  A task's timer differs only by a flag in order_
+ * (UVTW__ORDER_TASK): it is not counted as an active user timer, and its
+ * repeat counts from its dispatch, whatever its leeway.  See core.c for
+ * the level table and the invariants. */
 
 #ifndef UVTW_CORE_H
 #define UVTW_CORE_H

@@ -77,7 +77,8 @@ struct uvtw_wheel_s {
    */
   uint64_t plain_timeouts;
   uvtw__driver_t driver;
-  uv_async_t async; /* cross-thread wake-up; always unreferenced */
+  uv_async_t async; /* cross-thread wake-up; referenced only while it holds
+                     * the loop for tasks or for close (task.c) */
   uvtw__close_state_t closing;
   int handles_closing; /* CLOSING_HANDLES: close callbacks still to come */
   uvtw_close_cb close_cb;

@@ -17,8 +17,8 @@
  *      queue, makes the final calls, uv_cancels queued threadpool work,
  *      and reports done only when no task is live and no other thread's
  *      call is inside (the gate, task-shared.c); the gate is then closed: a
- *      cancel or reset from then on returns UV_ENOENT without touching the
- *      tasks.  Until then it
+ *      reset from then on is refused there, and a cancel finds its task
+ *      ended (both UV_ENOENT).  Until then it
  *      signals the async handle again, or waits for the threadpool's
  *      after_work_cb.
  *   3. CLOSING_TASKS -> CLOSING_HANDLES: the async, driver and prepare

@@ -43,6 +43,8 @@
 /* uv_version() of 1.48.0. */
 #define LIBUV_COLLECTS_DUE_TIMERS 0x013000
 
+static void timer_cb(uv_timer_t* handle);
+
 
 static const uint64_t* loop_clock(uv_loop_t* loop) {
   /* uv_now returns loop->time, and libuv keeps uv_loop_t's layout stable
@@ -60,11 +62,6 @@ static const uint64_t* loop_clock(uv_loop_t* loop) {
  * last: a tick equal to it (a saturated deadline) is rare. */
 static int waits_for(const uvtw__driver_t* driver, uint64_t e) {
   return e == driver->armed_tick && e != UVTW__DRIVER_DISARMED;
-}
-
-
-static void timer_cb(uv_timer_t* handle) {
-  uvtw__pass(handle->data, 1);
 }
 
 
@@ -249,17 +246,11 @@ void uvtw__driver_count_late(uvtw_wheel_t* wheel, int delta) {
 }
 
 
-void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
+void uvtw__pass(uvtw_wheel_t* wheel) {
   uvtw__driver_t* driver;
   uvtw_timer_t* timer;
 
   driver = &wheel->driver;
-  if (driven) {
-    /* The one-shot uv_timer_t is inactive now. */
-    driver->armed_tick = UVTW__DRIVER_DISARMED;
-    driver->armed_first_ms = UINT64_MAX;
-    driver->wakeups++;
-  }
   driver->rearm_below = 0;
   driver->in_pass = 1;
   uvtw__core_expire(&wheel->core, *driver->now);
@@ -286,11 +277,24 @@ void uvtw__pass(uvtw_wheel_t* wheel, int driven) {
    * a virtual wheel). */
   driver->after_pass(wheel);
   uvtw__core_validate(&wheel->core);
-  if (driven) {
-    driver->rearm_below = driver->armed_tick;
-    if (!wheel->closing)
-      pass_end(wheel);
-  }
+}
+
+
+/* The driver fired: a pass, then the re-arm for what it left. */
+static void timer_cb(uv_timer_t* handle) {
+  uvtw_wheel_t* wheel;
+  uvtw__driver_t* driver;
+
+  wheel = handle->data;
+  driver = &wheel->driver;
+  /* The one-shot uv_timer_t is inactive now. */
+  driver->armed_tick = UVTW__DRIVER_DISARMED;
+  driver->armed_first_ms = UINT64_MAX;
+  driver->wakeups++;
+  uvtw__pass(wheel);
+  driver->rearm_below = driver->armed_tick;
+  if (!wheel->closing)
+    pass_end(wheel);
 }
 
 

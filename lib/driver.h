@@ -74,13 +74,12 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
                        void (*after_pass)(uvtw_wheel_t* wheel));
 
 /* One pass at the wheel's clock: collects what is due, runs the callbacks
- * in libuv's order, then driver->after_pass.  `driven` is 1 in the
- * driver's callback, which also counts a wake-up, counts each callback's
- * lateness, and re-arms the driver after the pass; 0 on a virtual wheel
- * (uvtw_wheel_advance), whose driver is never armed and whose callbacks
- * are all on time.  A callback may start, stop or restart any timer, or
- * close the wheel, which ends the pass. */
-void uvtw__pass(uvtw_wheel_t* wheel, int driven);
+ * in libuv's order, counting each one's lateness (none on a virtual
+ * wheel), then driver->after_pass.  The driver's callback runs it and
+ * re-arms the driver after it; uvtw_wheel_advance runs it on a virtual
+ * wheel, whose driver is never armed.  A callback may start, stop or
+ * restart any timer, or close the wheel, which ends the pass. */
+void uvtw__pass(uvtw_wheel_t* wheel);
 
 /* Adds delta (1 or -1) to the lateness bucket of the timer the pass
  * popped last: the pass counts each timer it pops as run, and a task that

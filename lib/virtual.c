@@ -16,8 +16,8 @@
  *     which a timer may expire (uvtw__core_next_expiry, never later than
  *     the earliest expiry; unlike the driver's wake-ups it skips those
  *     that only move timers, since a pass takes any gap), one after
- *     another up to the end of the span, and runs the driver's pass at each
- *     (uvtw__pass, without the driver).  A pass at the expiry tick of a
+ *     another up to the end of the span, and runs the pass at each
+ *     (uvtw__pass, without a re-arm).  A pass at the expiry tick of a
  *     timer runs it with the clock at that tick (its deadline rounded up
  *     to the tick, and by its leeway), so a repeating timer is re-filed
  *     for that plus its repeat, or on its grid if it has leeway
@@ -89,7 +89,7 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
     at = uvtw__core_ms_of(&wheel->core, next);
     if (at > wheel->virtual_now)
       set_clock(wheel, at);
-    uvtw__pass(wheel, 0);
+    uvtw__pass(wheel);
   }
   /* A callback that closed the wheel ends the span there. */
   if (!wheel->closing)

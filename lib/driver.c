@@ -198,7 +198,7 @@ int uvtw__driver_stopped(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
 }
 
 
-/* The end of a driven pass that left the wheel open: re-arms the driver
+/* After the driver's pass, if the wheel is still open: re-arms the driver
  * for what is left. */
 static void pass_end(uvtw_wheel_t* wheel) {
   uint64_t next;

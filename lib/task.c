@@ -62,11 +62,6 @@ void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
 }
 
 
-void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
-  uvtw__tasks_flush(wheel);
-}
-
-
 static void count_filed(uvtw_wheel_t* wheel, int delta) {
   atomic_store_explicit(
       &wheel->tasks.filed,
@@ -463,8 +458,7 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 }
 
 
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
-  (void) between;
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
   return UVTW__G_LIVES(
       atomic_load_explicit(&wheel->tasks.gate, memory_order_relaxed));
 }
@@ -477,7 +471,7 @@ void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   tasks = &wheel->tasks;
   /* A task cancelled before the loop took it in: its canceller counted. */
   taken_back = atomic_load_explicit(&tasks->taken_back, memory_order_relaxed);
-  out->tasks_live = uvtw__tasks_live(wheel, NULL);
+  out->tasks_live = uvtw__tasks_live(wheel);
   out->async_wakeups = tasks->async_wakeups;
   out->tasks_accepted = tasks->accepted + taken_back;
   out->tasks_run = tasks->run;

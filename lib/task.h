@@ -212,14 +212,13 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Loop thread: the task counters of uvtw_stats_t. */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
-/* Live tasks (any thread): one load of the gate.  `between` is unused. */
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void));
+/* Live tasks (any thread): one load of the gate. */
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 /* Loop thread, after each batch of work: frees the ended nodes to the free
  * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
-void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel);
 /* Non-zero unless nothing was taken in yet (no async callback or drain) and
- * the queue is empty: then a pass needs no uvtw__tasks_pass_flush. */
+ * the queue is empty: then a pass needs no uvtw__tasks_flush. */
 static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
   return tasks->woken ||
          atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;

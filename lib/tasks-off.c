@@ -37,19 +37,13 @@ void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
 }
 
 
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel, void (*between)(void)) {
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
   (void) wheel;
-  (void) between;
   return 0;
 }
 
 
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
-  (void) wheel;
-}
-
-
-void uvtw__tasks_pass_flush(uvtw_wheel_t* wheel) {
   (void) wheel;
 }
 

@@ -55,7 +55,7 @@ static void close_continue(uvtw_wheel_t* wheel);
  * holds keep it alive, or stop. */
 static void tasks_after_pass(uvtw_wheel_t* wheel) {
   if (uvtw__tasks_may_be_busy(&wheel->tasks))
-    uvtw__tasks_pass_flush(wheel);
+    uvtw__tasks_flush(wheel);
   uvtw__tasks_validate(wheel);
 }
 
@@ -229,5 +229,5 @@ void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
 
 
 size_t uvtw_wheel_pending(const uvtw_wheel_t* wheel) {
-  return (size_t) (timers_active(wheel) + uvtw__tasks_live(wheel, NULL));
+  return (size_t) (timers_active(wheel) + uvtw__tasks_live(wheel));
 }

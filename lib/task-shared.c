@@ -91,7 +91,7 @@
  *    below check it, with the 8-byte alignment GCC 11 and clang give).
  *    The loop pushes a chain of freed nodes per batch of work, a cancel
  *    the node it unqueued; producers pop one.  An empty stack grows the
- *    table under grow_lock, the one mutex.
+ *    table under grow_lock, the one mutex, by UVTW__GROW_STEP nodes.
  *
  * 6. Generations: an index's generations are handed out by one
  *    process-wide counter per index, to every wheel, a block at a time, so
@@ -186,8 +186,9 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
 }
 
 
-/* Slow path: adds a chunk to the table and its nodes to the free stack,
- * unless another thread freed or added nodes meanwhile.  0 or UV_ENOMEM. */
+/* Slow path, unless another thread freed or added nodes meanwhile: frees
+ * UVTW__GROW_STEP more nodes of the newest chunk (adding one if it is all
+ * in use), so that memory is touched as it comes into use.  0, UV_ENOMEM. */
 static int grow(uvtw__tasks_t* tasks) {
   uvtw__task_t* chunk;
   uvtw__task_t* node;
@@ -195,7 +196,7 @@ static int grow(uvtw__tasks_t* tasks) {
   uvtw__task_t* tail;
   uint64_t gen;
   void* mem;
-  size_t n, i;
+  size_t n, lo, i;
   _Atomic uint64_t* gens;
   unsigned c;
   int err;
@@ -203,40 +204,52 @@ static int grow(uvtw__tasks_t* tasks) {
   uv_once(&gen_once, gen_lock_init);
   err = 0;
   uv_mutex_lock(&tasks->grow_lock);
-  c = tasks->nchunks;
   if (UVTW__FREE_LINK(
           atomic_load_explicit(&tasks->free_top, memory_order_relaxed)))
     goto out;
-  err = UV_ENOMEM;
-  n = (size_t) UVTW__CHUNK0 << c;
-  if (c == UVTW__CHUNKS)
-    goto out;
-  uv_mutex_lock(&gen_lock);
-  if (uvtw__gen_chunks[c] == NULL)
-    uvtw__gen_chunks[c] = calloc(n, sizeof(*uvtw__gen_chunks[c]));
-  gens = uvtw__gen_chunks[c]; /* read under the lock: others may set it */
-  uv_mutex_unlock(&gen_lock);
-  /* One node more, to start the chunk on a cache line. */
-  if (gens == NULL || (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
-    goto out;
-  tasks->chunk_mem[c] = mem;
-  chunk = (uvtw__task_t*) (((uintptr_t) mem + 63) & ~(uintptr_t) 63);
-  err = 0;
+  c = tasks->nchunks;
+  if (c == 0 || tasks->linked == (size_t) UVTW__CHUNK0 << (c - 1)) {
+    err = UV_ENOMEM;
+    n = (size_t) UVTW__CHUNK0 << c;
+    if (c == UVTW__CHUNKS)
+      goto out;
+    uv_mutex_lock(&gen_lock);
+    if (uvtw__gen_chunks[c] == NULL)
+      uvtw__gen_chunks[c] = calloc(n, sizeof(*uvtw__gen_chunks[c]));
+    gens = uvtw__gen_chunks[c]; /* read under the lock: others may set it */
+    uv_mutex_unlock(&gen_lock);
+    /* One node more, to start the chunk on a cache line. */
+    if (gens == NULL || (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
+      goto out;
+    err = 0;
+    tasks->chunk_mem[c] = mem;
+    chunk = (uvtw__task_t*) (((uintptr_t) mem + 63) & ~(uintptr_t) 63);
+    atomic_store_explicit(&tasks->chunks[c], chunk, memory_order_release);
+    tasks->nchunks = ++c;
+    tasks->linked = 0;
+  }
+  chunk = atomic_load_explicit(&tasks->chunks[c - 1], memory_order_relaxed);
+  n = (size_t) UVTW__CHUNK0 << (c - 1);
+  lo = tasks->linked;
+  tasks->linked = n - lo > UVTW__GROW_STEP ? lo + UVTW__GROW_STEP : n;
   first = NULL;
   tail = NULL;
-  for (i = n; i-- > 0;) {
+  for (i = tasks->linked; i-- > lo;) {
     node = &chunk[i];
-    node->index = (uint32_t) ((uint64_t) UVTW__CHUNK0 * ((1u << c) - 1) + i);
+    node->index =
+        (uint32_t) ((uint64_t) UVTW__CHUNK0 * ((1u << (c - 1)) - 1) + i);
     if ((gen = gen_reserve(node, GEN_FIRST)) == 0)
       continue; /* retired by other wheels' use */
-    atomic_init(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE);
-    atomic_init(&node->free_next, first != NULL ? first->index + 1 : 0);
+    /* Stores, not atomic_init: a stale id may read the node meanwhile. */
+    atomic_store_explicit(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
+                          memory_order_relaxed);
+    atomic_store_explicit(&node->free_next,
+                          first != NULL ? first->index + 1 : 0,
+                          memory_order_relaxed);
     if (tail == NULL)
       tail = node;
     first = node;
   }
-  atomic_store_explicit(&tasks->chunks[c], chunk, memory_order_release);
-  tasks->nchunks = c + 1;
   if (first != NULL)
     free_push(tasks, first, tail);
 out:
@@ -520,6 +533,7 @@ int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   memset(tasks->chunks, 0, sizeof(tasks->chunks));
   memset(tasks->chunk_mem, 0, sizeof(tasks->chunk_mem));
   tasks->nchunks = 0;
+  tasks->linked = 0;
   tasks->loop_thread = &uvtw__tls.token;
   return uv_mutex_init(&tasks->grow_lock);
 }

@@ -41,6 +41,7 @@ typedef struct uvtw__work_s uvtw__work_t;
  * freed (type-stable nodes, found by index without a lock). */
 #define UVTW__CHUNK0 256u
 #define UVTW__CHUNKS 20
+#define UVTW__GROW_STEP 4096u /* the most nodes a growth frees at once */
 
 /* The state word of a node: generation << 24 | writers << 8 | flags |
  * state.  task-shared.c, "Ground rules", says who may make which move. */
@@ -132,6 +133,7 @@ typedef struct uvtw__tasks_s {
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */
   uv_mutex_t grow_lock;          /* growing the table only */
   unsigned nchunks;              /* under grow_lock */
+  size_t linked; /* under grow_lock: nodes of the newest chunk ever freed */
 
   char pad4_[64];
   /* Loop thread only. */

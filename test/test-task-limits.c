@@ -65,6 +65,10 @@
  *                  before uv_run, as a callback would), whose cancelled
  *                  nodes wait in the queue for the loop: the table grows
  *                  with the first burst and not with the next ones.
+ *   table_in_use   10,000 live tasks: the table has put on its free stack
+ *                  (so touched) at least 10,000 nodes and fewer than
+ *                  10,000 + UVTW__GROW_STEP, and fewer than its chunks
+ *                  hold (16,128).
  *   worn_index     an index whose generations are used up is retired, not
  *                  an error: with index 0's process-wide counter at its
  *                  end, a new wheel's first submit succeeds with another
@@ -986,6 +990,50 @@ static void loop_pairs_memory(void) {
 }
 
 
+/* ---- table_in_use ------------------------------------------------------- */
+
+/* Nodes the table ever put on its free stack: every chunk but the newest,
+ * and the newest one's linked part. */
+static uint64_t table_linked(void) {
+  uint64_t n;
+  unsigned c;
+
+  n = 0;
+  for (c = 0; c + 1 < wheel->tasks.nchunks; c++)
+    n += (uint64_t) UVTW__CHUNK0 << c;
+  return n + wheel->tasks.linked;
+}
+
+
+static void late_cb(void* arg, int status) {
+  (void) arg;
+  ASSERT_EQ(UV_ECANCELED, status); /* 1 h away: only close ends them */
+}
+
+
+static void table_in_use(void) {
+  uvtw_id_t id;
+  uint64_t linked;
+  uint64_t total;
+  uint64_t n;
+  uint64_t i;
+
+  n = 10000; /* in the 8,192 nodes of chunk 5, past its first step */
+  setup(0);
+  for (i = 0; i < n; i++)
+    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, late_cb, NULL, &id));
+  linked = table_linked();
+  total = table_nodes();
+  fprintf(stderr, "%llu live tasks: %llu nodes in use, %llu in the table\n",
+          (unsigned long long) n, (unsigned long long) linked,
+          (unsigned long long) total);
+  teardown();
+  ASSERT(linked >= n);
+  ASSERT(linked < n + UVTW__GROW_STEP);
+  ASSERT(linked < total); /* the newest chunk is not all touched */
+}
+
+
 /* ---- worn_index --------------------------------------------------------- */
 
 static void worn_index(void) {
@@ -1035,6 +1083,7 @@ static const test_case_t cases[] = {
   TEST_CASE(early_cancel_stats),
   TEST_CASE(queue_memory),
   TEST_CASE(loop_pairs_memory),
+  TEST_CASE(table_in_use),
   TEST_CASE(worn_index),
 };
 /* clang-format on */

@@ -31,9 +31,11 @@
  *    index.  Its fields:
  *      state     all threads, by CAS only (acq_rel), except plain stores
  *                by a thread that owns a node no other can move: submit's
- *                FREE -> PENDING of a node it popped, and the freeing of
- *                an ended node with no writer (ended states are final) by
- *                the loop (uvtw__node_free) or by a cancel (unqueue).
+ *                FREE -> PENDING of a node it popped, the freeing of an
+ *                ended node with no writer (ended states are final) by
+ *                the loop (uvtw__node_free) or by a cancel (unqueue), and
+ *                grow's first store into a node of generation 0 (never
+ *                used: no id names it).
  *      next      the thread that set W_INQ, then the loop (or unqueue).
  *      deadline  submit, before publishing; a reset, only while its
  *                writer count in the state word holds the node (so a

@@ -79,7 +79,7 @@ struct uvtw__task_s {
   uvtw__task_t* _Atomic next; /* queue link, while UVTW__W_INQ */
   _Atomic uint64_t deadline;  /* ms: written by submit and by resets */
   _Atomic uint32_t free_next; /* free stack link: index + 1, 0 at end */
-  uint32_t index;             /* written once, before the chunk is shared */
+  uint32_t index;             /* written once, before the node's first push */
   uvtw_task_cb cb;            /* cb, arg, repeat_ms: written by submit */
   void* arg;                  /* before the node is published */
   uint64_t repeat_ms;

@@ -65,8 +65,8 @@
  *                  before uv_run, as a callback would), whose cancelled
  *                  nodes wait in the queue for the loop: the table grows
  *                  with the first burst and not with the next ones.
- *   table_in_use   10,000 live tasks: the table has put on its free stack
- *                  (so touched) at least 10,000 nodes and fewer than
+ *   table_in_use   10,000 live tasks: the table has set up (given a
+ *                  generation, so touched) at least 10,000 nodes and fewer than
  *                  10,000 + UVTW__GROW_STEP, and fewer than its chunks
  *                  hold (16,128).
  *   worn_index     an index whose generations are used up is retired, not
@@ -992,16 +992,18 @@ static void loop_pairs_memory(void) {
 
 /* ---- table_in_use ------------------------------------------------------- */
 
-/* Nodes the table ever put on its free stack: every chunk but the newest,
- * and the newest one's linked part. */
-static uint64_t table_linked(void) {
+/* Nodes the table has set up (given a generation), so touched. */
+static uint64_t table_set_up(void) {
+  uvtw__task_t* node;
   uint64_t n;
-  unsigned c;
+  uint64_t i;
 
   n = 0;
-  for (c = 0; c + 1 < wheel->tasks.nchunks; c++)
-    n += (uint64_t) UVTW__CHUNK0 << c;
-  return n + wheel->tasks.linked;
+  for (i = 0; i < table_nodes(); i++) {
+    node = uvtw__node_at(&wheel->tasks, i);
+    n += UVTW__GEN(atomic_load(&node->state)) != 0;
+  }
+  return n;
 }
 
 
@@ -1022,7 +1024,7 @@ static void table_in_use(void) {
   setup(0);
   for (i = 0; i < n; i++)
     ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, late_cb, NULL, &id));
-  linked = table_linked();
+  linked = table_set_up();
   total = table_nodes();
   fprintf(stderr, "%llu live tasks: %llu nodes in use, %llu in the table\n",
           (unsigned long long) n, (unsigned long long) linked,

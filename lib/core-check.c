@@ -133,8 +133,9 @@ int uvtw__core_check(const uvtw__core_t* core, FILE* out) {
       length = 0;
       for (link = head->next; link != head; link = link->next)
         length++;
-      CHECK(core->count[u] >= length, "level %d slot %u: count %u < %llu", l, r,
-            core->count[u], (unsigned long long) length);
+      CHECK(core->count[u] >= length, "level %d slot %u: count %llu < %llu", l,
+            r, (unsigned long long) core->count[u],
+            (unsigned long long) length);
     }
   }
   /* Overflow timers belong to a later top-level block than n's. */

@@ -207,7 +207,7 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t step;
   uint64_t tick;
   uint64_t grid;
-  uint32_t count;
+  uint64_t count;
   uint32_t levels;
   unsigned s;
 
@@ -219,8 +219,8 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
     count = core->count[uvtw__upper_index(s)];
     if (count <= core->precascade_chunk)
       continue;
-    step = left / (((uint64_t) count + core->precascade_chunk - 1) /
-                   core->precascade_chunk);
+    step =
+        left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
     tick = core->now_tick + (step == 0 ? 1 : step);
     /* With leeway in use: at the next multiple of the power of two at or
      * above the step, where coalesced expiries fall, so that the step
@@ -608,7 +608,7 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
   uvtw_timer_t* t;
   uint64_t left;
   uint64_t quota;
-  uint32_t* count;
+  uint64_t* count;
   uint32_t levels;
   unsigned level;
   unsigned s;
@@ -630,9 +630,10 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
      * x >= 1 (count >= 1 for an occupied slot, elapsed >= 1), so that x
      * alone must fit 64 bits: count < 2^32 and elapsed < 2^32.  A pass
      * that moved 2^32 ticks or more (49.7 days at 1 ms: a loop blocked
-     * that long, or a virtual clock moved as far) takes the whole slot,
-     * which is always correct, only not spread out. */
-    if (elapsed >= left || elapsed > UINT32_MAX)
+     * that long, or a virtual clock moved as far), or a slot counted past
+     * 2^32, takes the whole slot, which is always correct, only not
+     * spread out. */
+    if (elapsed >= left || elapsed > UINT32_MAX || *count > UINT32_MAX)
       quota = *count;
     else
       quota = ((uint64_t) *count * elapsed - 1) / (left + elapsed) + 1;

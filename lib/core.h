@@ -170,8 +170,9 @@ typedef struct uvtw__core_s {
   uint64_t slot_min[UVTW__UPPER_SLOTS];
   /* Upper levels only: an upper bound on the timers in the slot (filed
    * into it since it was last empty, minus those pre-cascaded out); it
-   * paces the pre-cascade. */
-  uint32_t count[UVTW__UPPER_SLOTS];
+   * paces the pre-cascade.  64 bits: stops do not lower it, and no slot
+   * sees 2^64 filings. */
+  uint64_t count[UVTW__UPPER_SLOTS];
   struct uvtw__link slots[UVTW__NSLOTS];
   struct uvtw__link overflow; /* expiry beyond the top level's range */
   /* A lower bound on the expiry tick of every timer in `overflow`, for
@@ -468,11 +469,7 @@ static inline void uvtw__core_occupy_upper(uvtw__core_t* core,
   } else {
     if (e < core->slot_min[u])
       core->slot_min[u] = e;
-    /* Saturates: stops do not lower it, so a slot that never empties may
-     * see 2^32 filings, and it must stay an upper bound. */
-    if (core->count[u] != UINT32_MAX)
-      core->count[u]++;
-    if (core->count[u] > core->precascade_chunk)
+    if (++core->count[u] > core->precascade_chunk)
       core->big_levels |= 1u << (1 + u / UVTW__LN_SLOTS);
   }
 }

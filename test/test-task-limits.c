@@ -995,11 +995,13 @@ static void loop_pairs_memory(void) {
 /* Nodes the table has set up (given a generation), so touched. */
 static uint64_t table_set_up(void) {
   uvtw__task_t* node;
+  uint64_t total;
   uint64_t n;
   uint64_t i;
 
   n = 0;
-  for (i = 0; i < table_nodes(); i++) {
+  total = table_nodes();
+  for (i = 0; i < total; i++) {
     node = uvtw__node_at(&wheel->tasks, i);
     n += UVTW__GEN(atomic_load(&node->state)) != 0;
   }
@@ -1015,7 +1017,7 @@ static void late_cb(void* arg, int status) {
 
 static void table_in_use(void) {
   uvtw_id_t id;
-  uint64_t linked;
+  uint64_t set_up;
   uint64_t total;
   uint64_t n;
   uint64_t i;
@@ -1024,15 +1026,15 @@ static void table_in_use(void) {
   setup(0);
   for (i = 0; i < n; i++)
     ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, late_cb, NULL, &id));
-  linked = table_set_up();
+  set_up = table_set_up();
   total = table_nodes();
   fprintf(stderr, "%llu live tasks: %llu nodes in use, %llu in the table\n",
-          (unsigned long long) n, (unsigned long long) linked,
+          (unsigned long long) n, (unsigned long long) set_up,
           (unsigned long long) total);
   teardown();
-  ASSERT(linked >= n);
-  ASSERT(linked < n + UVTW__GROW_STEP);
-  ASSERT(linked < total); /* the newest chunk is not all touched */
+  ASSERT(set_up >= n);
+  ASSERT(set_up < n + UVTW__GROW_STEP);
+  ASSERT(set_up < total); /* the newest chunk is not all touched */
 }
 
 

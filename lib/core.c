@@ -636,7 +636,7 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     if (elapsed >= left || elapsed > UINT32_MAX || *count > UINT32_MAX)
       quota = *count;
     else
-      quota = ((uint64_t) *count * elapsed - 1) / (left + elapsed) + 1;
+      quota = (*count * elapsed - 1) / (left + elapsed) + 1;
     head = &core->slots[s];
     for (; quota > 0 && !uvtw__list_empty(head); quota--) {
       t = uvtw__timer_of(head->next);

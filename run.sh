@@ -277,7 +277,7 @@ test)
   # short model, as under TSan.
   cross_tests arm-linux-gnueabihf armhf UVTW_MODEL_STEPS=2000
   # Under wine a test program now and then fails to start, or does not
-  # exit after its last line (2 of 198 in one cold run here, none in the
+  # exit after its last line (seen in one cold run here, not in the
   # next): a test that fails runs once more, and a failure that repeats
   # fails the stage.  A wine program spends most of its time waiting for
   # wineserver, so 4 tests run at once (73 s against 145 s with 2, here).

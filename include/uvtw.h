@@ -87,7 +87,7 @@ typedef struct uvtw_stats_s {
   uint64_t tasks_run;        /* task callbacks run with status 0 */
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */
-  uint64_t queue_high_water; /* most submissions taken in one batch */
+  uint64_t queue_high_water; /* most queue entries one drain took in */
   /* Callbacks by lateness (the clock at the callback minus the deadline
    * rounded up to a tick, leeway included): [0] on time, [i] 2^(i-1) to
    * 2^i - 1 ms, [15] 2^14 ms or more (docs/virtual-time.md, "Lateness"). */
@@ -246,13 +246,13 @@ UVTW_EXTERN uvtw_wheel_t* uvtw_timer_wheel(const uvtw_timer_t* timer);
 /* Schedules cb(arg, 0) to run once delay_ms have passed since this call
  * (by uv_hrtime() in ms, or on a virtual wheel its clock; rounded up to a
  * tick, late by up to options.task_leeway_ms), then every repeat_ms after
- * each run if repeat_ms is not 0, until cancelled or closed.  cb runs on
+ * each dispatch if repeat_ms is not 0, until cancelled or closed.  cb runs on
  * the loop thread in deadline order with the timers, or with
  * UVTW_THREADPOOL on the threadpool, never concurrently with itself.  *id
  * (if not NULL) is stored before the task can run.  Any thread; lock-free,
  * no allocation in steady state.  Memory order: the caller's writes
  * before the submit happen-before cb.  The task counts in pending and
- * max_tasks until it ends (docs/tasks.md, "Liveness").
+ * max_tasks until it ends (docs/tasks.md, "Semantics").
  * Errors: UV_EINVAL     wheel or cb is NULL, or flags has unknown bits;
  *         UV_ENOSPC     max_tasks tasks are live already;
  *         UV_ENOMEM     out of memory;

@@ -630,8 +630,8 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
      * x >= 1 (count >= 1 for an occupied slot, elapsed >= 1), so that x
      * alone must fit 64 bits: count < 2^32 and elapsed < 2^32.  A pass
      * that moved 2^32 ticks or more (49.7 days at 1 ms: a loop blocked
-     * that long, or a virtual clock moved as far), or a slot counted past
-     * 2^32, takes the whole slot, which is always correct, only not
+     * that long, or a virtual clock moved as far), or a slot counted 2^32
+     * or more, takes the whole slot, which is always correct, only not
      * spread out. */
     if (elapsed >= left || elapsed > UINT32_MAX || *count > UINT32_MAX)
       quota = *count;

@@ -91,9 +91,9 @@
  *    with a 35-bit ABA tag in the same 64-bit word (lock-free on every
  *    target: i686, armv7 and aarch64 have 64-bit CAS; the static asserts
  *    below check it, with the 8-byte alignment GCC 11 and clang give).
- *    The loop pushes a chain of freed nodes per batch of work, a cancel
- *    the node it unqueued; producers pop one.  An empty stack grows the
- *    table under grow_lock, the one mutex, by UVTW__GROW_STEP nodes.
+ *    The loop pushes freed nodes a chain per batch, a cancel the node it
+ *    unqueued; producers pop one.  An empty stack grows the table by at
+ *    most UVTW__GROW_STEP nodes, under grow_lock (and gen_lock for a chunk).
  *
  * 6. Generations: an index's generations are handed out by one
  *    process-wide counter per index, to every wheel, a block at a time, so

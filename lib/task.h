@@ -133,7 +133,7 @@ typedef struct uvtw__tasks_s {
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */
   uv_mutex_t grow_lock;          /* growing the table only */
   unsigned nchunks;              /* under grow_lock */
-  size_t linked; /* under grow_lock: nodes of the newest chunk ever freed */
+  size_t linked; /* under grow_lock: nodes of the newest chunk set up */
 
   char pad4_[64];
   /* Loop thread only. */

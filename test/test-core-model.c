@@ -126,7 +126,7 @@ static void long_gap(void) {
 }
 
 
-/* A slot's count (core.h) goes past 2^32, so it stays an upper bound on
+/* A slot's count (core.h) reaches 2^32, so it stays an upper bound on
  * the slot's timers after that many filings (stops do not lower it), and
  * the pre-cascade paces so full a slot without overflow; its timers still
  * fire at their deadlines. */

@@ -19,12 +19,11 @@
  * times 64 exceeds d (by d's bit length), slot (e >> shift(l)) mod 128.
  * So every timer due within 2047 ticks of n expires from level 0 without
  * ever being moved, whatever the phase of the clock: short timeouts never
- * cascade.  n is the tick of the last pass: while the wheel has nothing
- * due the loop's clock runs ahead of it, and a start files relative to n
- * still (the next pass catches up, however far), so a short timer started
- * after the wheel idled for more than its level 0 (2047 ticks less the
- * timeout) moves down once.  Each upper level's ring is twice what its
- * placement uses (level 0's is what it uses), so these invariants hold
+ * cascade.  While the wheel has nothing due the loop's clock runs ahead of
+ * n; a start first brings n up to the loop's tick (uvtw__core_catch_up:
+ * nothing is due in between, so no timer expires), so a short timer lands
+ * in level 0 however long the wheel sat idle.  Each upper level's ring is twice
+ * what its placement uses (level 0's is what it uses), so these invariants hold
  * (uvtw__core_check verifies them all):
  *   - a level-0 slot holds timers of one tick, in (n, n + 2047]: slot r's
  *     tick is the one in that window that is r mod 2048;
@@ -42,18 +41,21 @@
  *
  * Pre-cascade.  The next block of level l >= 1 fits in level l - 1 for as
  * long as n is in the block before it (the lower ring is twice as long as
- * one block of this level).  So each pass moves a share of that slot's timers
- * down: the share of the time until the block begins that elapsed since the
- * last (count * elapsed / (remaining + elapsed), rounded up), and the driver is
- * woken for it when the slot holds more than UVTW__PRECASCADE_CHUNK timers,
- * about every CHUNK timers' worth of time (on a wheel with leeway in use, up to
- * 2 * CHUNK, at a multiple of a power of two, so that the steps share the
- * wake-ups of the coalesced expiries).  A slot of a million timers is thus
- * re-filed ~1,024 at a time over the second (at level 1) before its block, not
- * all in the one iteration that enters it.  What is left when the block begins
- * is collected then, as without a pre-cascade.  Only levels that held a slot of
- * more than CHUNK timers (big_levels) pre-cascade: a smaller slot is re-filed
- * whole when its block begins, no more work than one pre-cascade step.
+ * one block of this level).  So each pass moves a share of that slot's
+ * timers down: the share of the time until the block begins that elapsed
+ * since the last pass, or since the block became the next one if that was
+ * later (count * since / (remaining + since), rounded up).  The driver is
+ * woken for it when the slot holds more than UVTW__PRECASCADE_CHUNK timers:
+ * when the block before it begins, then about every CHUNK timers' worth of
+ * time (on a wheel with leeway in use, up to 2 * CHUNK, at a multiple of a
+ * power of two, so that the steps share the wake-ups of the coalesced
+ * expiries).  A slot of a million timers is thus re-filed ~1,024 at a time
+ * over the second (at level 1) before its block, not all in the one
+ * iteration that enters it, also when the wheel slept until then.  What is
+ * left when the block begins is collected then, as without a pre-cascade.
+ * Only levels that held a slot of more than CHUNK timers (big_levels)
+ * pre-cascade: a smaller slot is re-filed whole when its block begins, no
+ * more work than one pre-cascade step.
  *
  * Lazy re-arm.  Restarting a timer that waits in a slot to a later deadline
  * only rewrites its deadline: its slot's block starts at or before the old
@@ -199,8 +201,38 @@ static unsigned precascade_slot(const uvtw__core_t* core,
 }
 
 
-/* When the pre-cascade of a big next block must run next: about every
- * CHUNK timers' share of the time until the block begins. */
+/* The block of the first slot of upper level `level` after its next block
+ * that holds more than precascade_chunk timers; 0 if none (no such block
+ * is 0: it lies after n's).  O(occupied slots of the level). */
+static uint64_t crowded_block_after_next(const uvtw__core_t* core,
+                                         unsigned level) {
+  uint64_t block;
+  uint64_t from;
+  uint64_t next;
+  unsigned mask;
+  unsigned s;
+
+  mask = uvtw__ring_mask(level);
+  next = block_of(core->now_tick, level) + 1;
+  for (from = next + 1; from <= next + mask; from = block + 1) {
+    s = ring_first(core, level, (unsigned) (from & mask));
+    if (s == UVTW__NSLOTS)
+      return 0;
+    block = upper_block(core, level, s);
+    if (block < from)
+      return 0; /* the search wrapped round */
+    if (core->count[uvtw__upper_index(s)] > core->precascade_chunk)
+      return block;
+  }
+  return 0;
+}
+
+
+/* When the pre-cascade must run next: for a crowded next block, about
+ * every CHUNK timers' share of the time until it begins; for a crowded
+ * block after it, when the block before it begins (the pre-cascade's
+ * share counts from there), so that the driver wakes for it even while
+ * nothing else is due. */
 static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t best;
   uint64_t left;
@@ -208,26 +240,32 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
   uint64_t tick;
   uint64_t grid;
   uint64_t count;
+  uint64_t block;
   uint32_t levels;
+  unsigned level;
   unsigned s;
 
   best = UVTW__NO_TICK; /* also when no level is big: the common case */
   for (levels = core->big_levels; levels != 0; levels &= levels - 1) {
-    s = precascade_slot(core, (unsigned) __builtin_ctz(levels), &left);
-    if (s == UVTW__NSLOTS)
-      continue;
-    count = core->count[uvtw__upper_index(s)];
-    if (count <= core->precascade_chunk)
-      continue;
-    step =
-        left / ((count + core->precascade_chunk - 1) / core->precascade_chunk);
-    tick = core->now_tick + (step == 0 ? 1 : step);
-    /* With leeway in use: at the next multiple of the power of two at or
-     * above the step, where coalesced expiries fall, so that the step
-     * shares their wake-up (it then moves up to two chunks). */
-    if (core->leeway_used && step > 1) {
-      grid = (uint64_t) 2 << (63 ^ __builtin_clzll(step - 1));
-      tick = (core->now_tick | (grid - 1)) + 1;
+    level = (unsigned) __builtin_ctz(levels);
+    s = precascade_slot(core, level, &left);
+    count = s == UVTW__NSLOTS ? 0 : core->count[uvtw__upper_index(s)];
+    if (count > core->precascade_chunk) {
+      step = left /
+             ((count + core->precascade_chunk - 1) / core->precascade_chunk);
+      tick = core->now_tick + (step == 0 ? 1 : step);
+      /* With leeway in use: at the next multiple of the power of two at or
+       * above the step, where coalesced expiries fall, so that the step
+       * shares their wake-up (it then moves up to two chunks). */
+      if (core->leeway_used && step > 1) {
+        grid = (uint64_t) 2 << (63 ^ __builtin_clzll(step - 1));
+        tick = (core->now_tick | (grid - 1)) + 1;
+      }
+    } else {
+      block = crowded_block_after_next(core, level);
+      if (block == 0)
+        continue;
+      tick = (block - 1) << uvtw__level_shift(level);
     }
     if (tick < best)
       best = tick;
@@ -606,6 +644,8 @@ static void cascade(uvtw__core_t* core,
 static void precascade(uvtw__core_t* core, uint64_t elapsed) {
   struct uvtw__link* head;
   uvtw_timer_t* t;
+  uint64_t since;
+  uint64_t span;
   uint64_t left;
   uint64_t quota;
   uint64_t* count;
@@ -625,18 +665,25 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     s = precascade_slot(core, level, &left);
     if (s == UVTW__NSLOTS)
       continue;
+    /* The share counts from when the block became the next one: a pass
+     * that comes after a long sleep moves only what the time since then
+     * owes (the driver woke when it became next, precascade_tick). */
+    span = (uint64_t) 1 << uvtw__level_shift(level);
+    since = elapsed < span - left ? elapsed : span - left;
+    if (since == 0)
+      continue;
     count = &core->count[uvtw__upper_index(s)];
-    /* count * elapsed / (left + elapsed), rounded up: (x - 1) / d + 1 for
-     * x >= 1 (count >= 1 for an occupied slot, elapsed >= 1), so that x
-     * alone must fit 64 bits: count < 2^32 and elapsed < 2^32.  A pass
-     * that moved 2^32 ticks or more (49.7 days at 1 ms: a loop blocked
-     * that long, or a virtual clock moved as far), or a slot counted 2^32
-     * or more, takes the whole slot, which is always correct, only not
-     * spread out. */
-    if (elapsed >= left || elapsed > UINT32_MAX || *count > UINT32_MAX)
+    /* count * since / (left + since), rounded up: (x - 1) / d + 1 for
+     * x >= 1 (count >= 1 for an occupied slot, since >= 1), so that x
+     * alone must fit 64 bits: count < 2^32 and since < 2^32.  A pass that
+     * moved 2^32 ticks or more into a block of level 4 or 5 (49.7 days at
+     * 1 ms: a loop blocked that long, or a virtual clock moved as far), or
+     * a slot counted 2^32 or more, takes the whole slot, which is always
+     * correct, only not spread out. */
+    if (since >= left || since > UINT32_MAX || *count > UINT32_MAX)
       quota = *count;
     else
-      quota = (*count * elapsed - 1) / (left + elapsed) + 1;
+      quota = (*count * since - 1) / (left + since) + 1;
     head = &core->slots[s];
     for (; quota > 0 && !uvtw__list_empty(head); quota--) {
       t = uvtw__timer_of(head->next);
@@ -650,6 +697,41 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
     if (uvtw__list_empty(head))
       uvtw__core_clear_bit(core, s);
   }
+}
+
+
+void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
+  struct uvtw__link todo;
+  uint64_t work;
+  uint64_t n2;
+  uint64_t n;
+  unsigned level;
+
+  if (!uvtw__list_empty(&core->due))
+    return; /* inside a pass, whose tick is the loop's */
+  /* The first tick at which a slot, the overflow list or the pre-cascade
+   * needs the wheel (`ready` holds what is due already, which a later now
+   * leaves due). */
+  earliest_slot(core, &level, &work);
+  work = next_beyond_slots(core, work);
+  n = core->now_tick;
+  n2 = uvtw__core_tick_floor(core, now_ms);
+  if (n2 >= work)
+    n2 = work - 1;
+  if (n2 <= n)
+    return;
+  /* Only slots whose block begins before their bound (slot_min) can be
+   * reached: their timers move down, none expires.  A crowded one is the
+   * next block of its level and is met by pre-cascade steps first (work
+   * comes before its block), so each such slot holds at most
+   * precascade_chunk timers. */
+  uvtw__list_init(&todo);
+  advance(core, n2, &todo, &todo);
+  cascade(core, &todo, &core->ready);
+  /* The pre-cascade's share of the time skipped, as a pass would move:
+   * its pace counts from the new now. */
+  if (core->big_levels != 0)
+    precascade(core, n2 - n);
 }
 
 

@@ -244,6 +244,17 @@ uint64_t uvtw__core_next_due(uvtw__core_t* core);
  * that passed owes (see core.c). */
 void uvtw__core_expire(uvtw__core_t* core, uint64_t now_ms);
 
+/* Outside a pass: brings now_tick up to the tick of now_ms, the loop's
+ * time, or to the tick before the wheel's next work if that comes first,
+ * so that a timer started now is filed relative to the loop's now and a
+ * short one lands in level 0 however long the wheel sat idle.  Nothing
+ * expires; the slots whose block it enters (each of at most
+ * UVTW__PRECASCADE_CHUNK timers) move down, and the pre-cascade takes its
+ * share of the time it skips, as a pass would.  O(levels) when nothing is
+ * filed in between.  uvtw__core_start calls it when the loop's time is a
+ * tick or more ahead. */
+void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms);
+
 /* Sorts `due` into libuv's order (core-sort.c). */
 void uvtw__core_sort_due(uvtw__core_t* core);
 
@@ -569,47 +580,29 @@ static inline void uvtw__core_order(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
-/* uvtw__core_start for a timer of the user's (`task` 0: counted in
- * `active`) or a task's (1); a constant in every caller. */
-static inline uint64_t uvtw__core_start_as(uvtw__core_t* core,
-                                           uvtw_timer_t* t,
-                                           uint64_t deadline_ms,
-                                           int task) {
-  uint64_t flags;
+/* (Re)starts `t` for `deadline_ms`, giving it the next order, and files it
+ * where that deadline belongs relative to now_ms, the loop's time (first
+ * caught up to, uvtw__core_catch_up).  A user's timer is counted in
+ * `active`, a task's (UVTW__ORDER_TASK) is not; its ref and leeway bits are
+ * the timer's own.  Returns its expiry tick: the wheel's next wake-up may
+ * have moved there. */
+static inline uint64_t uvtw__core_start(uvtw__core_t* core,
+                                        uvtw_timer_t* t,
+                                        uint64_t deadline_ms,
+                                        uint64_t now_ms) {
   uint64_t e;
 
-  flags = task ? uvtw__timer_ref(t) | UVTW__ORDER_TASK | core->task_leeway
-               : t->order_ & (UVTW__ORDER_REF | UVTW__ORDER_LEEWAY);
-  e = uvtw__core_tick_of(core, deadline_ms);
-  if (flags & UVTW__ORDER_LEEWAY)
-    e = uvtw__core_coalesce(e, flags);
+  if (now_ms - core->collected_ms >= core->tick_ms)
+    uvtw__core_catch_up(core, now_ms);
   if (t->link_.next != NULL)
     uvtw__core_unlink(core, t);
   else
-    uvtw__core_count(core, flags & UVTW__ORDER_REF, !task, 1);
-  t->order_ = core->next_order | flags;
-  core->next_order += UVTW__ORDER_STEP;
+    uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), 1);
+  uvtw__core_order(core, t);
   t->deadline_ = deadline_ms;
+  e = uvtw__core_expiry(core, t);
   uvtw__core_file(core, t, e);
   return e;
-}
-
-
-/* (Re)starts `timer` for `deadline_ms`, giving it the next order, and
- * files it where that deadline belongs.  Returns its expiry tick: the
- * wheel's next wake-up may have moved there. */
-static inline uint64_t uvtw__core_start(uvtw__core_t* core,
-                                        uvtw_timer_t* t,
-                                        uint64_t deadline_ms) {
-  return uvtw__core_start_as(core, t, deadline_ms, 0);
-}
-
-
-/* uvtw__core_start for a task's timer: not counted in `active`. */
-static inline uint64_t uvtw__core_start_task(uvtw__core_t* core,
-                                             uvtw_timer_t* t,
-                                             uint64_t deadline_ms) {
-  return uvtw__core_start_as(core, t, deadline_ms, 1);
 }
 
 
@@ -637,21 +630,12 @@ static inline void uvtw__core_rearm_lazy(uvtw__core_t* core,
 }
 
 
-/* Makes the user's `timer` inactive.  No-op on an inactive timer. */
+/* Makes `t` inactive (a user's or a task's).  No-op on an inactive timer. */
 static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t) {
   if (t->link_.next == NULL)
     return;
   uvtw__core_unlink(core, t);
-  uvtw__core_count(core, uvtw__timer_ref(t), 1, -1);
-}
-
-
-/* uvtw__core_stop for a task's timer (uvtw__core_start_task). */
-static inline void uvtw__core_stop_task(uvtw__core_t* core, uvtw_timer_t* t) {
-  if (t->link_.next == NULL)
-    return;
-  uvtw__core_unlink(core, t);
-  uvtw__core_count(core, uvtw__timer_ref(t), 0, -1);
+  uvtw__core_count(core, uvtw__timer_ref(t), uvtw__timer_counted(t), -1);
 }
 
 

@@ -75,7 +75,7 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   if (node->location != UVTW__AT_WHEEL)
     return;
   if (node->timer.link_.next != NULL) {
-    uvtw__core_stop_task(&wheel->core, &node->timer);
+    uvtw__core_stop(&wheel->core, &node->timer);
     count_filed(wheel, -1);
     /* As a timer's stop: the driver may have waited for it. */
     uvtw__driver_stopped(wheel, &node->timer);
@@ -97,9 +97,12 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
       atomic_load_explicit(&node->state, memory_order_relaxed) & UVTW__W_WORK
           ? 0
           : node->repeat_ms;
-  timer->order_ = UVTW__ORDER_REF; /* referenced; the start orders it */
+  /* Referenced, a task's, with the wheel's task leeway; the start orders
+   * it. */
+  timer->order_ = UVTW__ORDER_REF | UVTW__ORDER_TASK | wheel->core.task_leeway;
   node->location = UVTW__AT_WHEEL;
-  e = uvtw__core_start_task(&wheel->core, timer, ms);
+  e = uvtw__core_start(&wheel->core, timer, ms,
+                       uvtw__driver_now(&wheel->driver));
   count_filed(wheel, 1);
   uvtw__driver_earlier(wheel, e);
 }

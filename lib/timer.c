@@ -37,7 +37,8 @@ static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
 
   old_e = uvtw__core_expiry(&wheel->core, timer);
   if (what & UVTW__RESTART_REFILE) {
-    e = uvtw__core_start(&wheel->core, timer, deadline);
+    e = uvtw__core_start(&wheel->core, timer, deadline,
+                         uvtw__driver_now(&wheel->driver));
     if (uvtw__driver_moves_for(&wheel->driver, e)) {
       uvtw__driver_earlier(wheel, e);
       return 0;
@@ -87,10 +88,8 @@ static inline int start_at(uvtw_wheel_t* wheel,
   ref = uvtw__timer_ref(timer);
   timer->cb_ = cb;
   timer->repeat_ = repeat;
-  /* Filed relative to the wheel's now, which lags the loop's while the
-   * wheel had nothing due: a short timer may then land a level up, and
-   * moves down when the next pass comes (core.c, "Placement"). */
-  e = uvtw__core_start(&wheel->core, timer, deadline);
+  e = uvtw__core_start(&wheel->core, timer, deadline,
+                       uvtw__driver_now(&wheel->driver));
   if (uvtw__driver_hears_start(&wheel->driver, e, ref))
     uvtw__driver_earlier(wheel, e);
   return 0;

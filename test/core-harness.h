@@ -225,7 +225,7 @@ static void h_apply(harness_t* h, const h_op_t* op, int to_wheel) {
                         UVTW__RESTART_REFILE))
         uvtw__core_rearm_lazy(&h->core, t, h_sat_add(h->now, op->timeout));
       else
-        uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout));
+        uvtw__core_start(&h->core, t, h_sat_add(h->now, op->timeout), h->now);
     } else {
       h_model_start(h, op->index, op->timeout, op->repeat);
     }
@@ -418,8 +418,8 @@ static void h_step(harness_t* h) {
       H_FAIL(h, "next_due differs from the model's earliest expiry");
     break;
   case 11:
-    /* The loop's clock moves on with no pass: starts file relative to
-     * the wheel's older now until the next pass catches up. */
+    /* The loop's clock moves on with no pass: the next start catches the
+     * wheel's now up to it, as far as nothing is due in between. */
     h->now = h_sat_add(h->now, h->draw(h, 3000));
     break;
   case 0:

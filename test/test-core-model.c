@@ -78,7 +78,7 @@ static void lazy_rearm(void) {
 
   memset(&a, 0, sizeof(a));
   uvtw__core_init(&core, 1, 1000);
-  uvtw__core_start(&core, &a, 6000);
+  uvtw__core_start(&core, &a, 6000, core.collected_ms);
   prev = a.link_.prev;
   ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 9000), UVTW__RESTART_LAZY);
   uvtw__core_rearm_lazy(&core, &a, 9000);
@@ -96,10 +96,10 @@ static void lazy_rearm(void) {
   ASSERT_PTR_EQ(uvtw__core_pop_due(&core, &(uint64_t){9000}), &a);
   ASSERT(a.link_.next == NULL);
   /* Earlier moves it at once. */
-  uvtw__core_start(&core, &a, 50000);
+  uvtw__core_start(&core, &a, 50000, core.collected_ms);
   ASSERT_EQ(uvtw__driver_restart(&idle, &core, &a, 20000),
             UVTW__RESTART_REFILE);
-  ASSERT_UEQ(uvtw__core_start(&core, &a, 20000), 20000);
+  ASSERT_UEQ(uvtw__core_start(&core, &a, 20000, core.collected_ms), 20000);
   ASSERT_UEQ(uvtw__core_next_tick(&core), 20000);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
 }
@@ -115,7 +115,8 @@ static void long_gap(void) {
   memset(t, 0, sizeof(t));
   uvtw__core_init(&core, 1, 0);
   for (i = 0; i < 1000; i++)
-    uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919);
+    uvtw__core_start(&core, &t[i], (uint64_t) i * 7919 * 7919,
+                     core.collected_ms);
   uvtw__core_expire(&core, (uint64_t) 1 << 40);
   for (fired = 0; uvtw__core_pop_due(&core, &(uint64_t){(uint64_t) 1 << 40});
        fired++)
@@ -145,11 +146,11 @@ static void huge_count(void) {
   /* 5000 and 5001 ms: level 1 (from 2048 ticks on), one block of 1024. */
   u = uvtw__upper_index(uvtw__core_slot(1, 5000));
   ASSERT_UEQ(u, uvtw__upper_index(uvtw__core_slot(1, 5001)));
-  uvtw__core_start(&core, &t[0], deadline[0]);
+  uvtw__core_start(&core, &t[0], deadline[0], core.collected_ms);
   ASSERT_UEQ(core.count[u], 1);
   core.count[u] = UINT32_MAX - 1; /* as after that many filings and stops */
   for (i = 1; i < 3; i++) {
-    uvtw__core_start(&core, &t[i], deadline[i]);
+    uvtw__core_start(&core, &t[i], deadline[i], core.collected_ms);
     ASSERT_UEQ(core.count[u], (uint64_t) UINT32_MAX + (uint64_t) i - 1);
     ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   }
@@ -186,10 +187,11 @@ static void overflow_bound(void) {
   memset(far_timers, 0, sizeof(far_timers));
   uvtw__core_init(&core, 1, 1000);
   for (i = 0; i < 1000; i++)
-    uvtw__core_start(&core, &far_timers[i], UINT64_MAX - (uint64_t) i);
+    uvtw__core_start(&core, &far_timers[i], UINT64_MAX - (uint64_t) i,
+                     core.collected_ms);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), UINT64_MAX - 999);
-  uvtw__core_start(&core, &a, (uint64_t) 1 << 45);
-  uvtw__core_start(&core, &b, (uint64_t) 1 << 46);
+  uvtw__core_start(&core, &a, (uint64_t) 1 << 45, core.collected_ms);
+  uvtw__core_start(&core, &b, (uint64_t) 1 << 46, core.collected_ms);
   ASSERT_UEQ(uvtw__core_next_expiry(&core), (uint64_t) 1 << 45);
   ASSERT_EQ(uvtw__core_check(&core, stderr), 0);
   /* a moves later, lazily: the bound stays at its old expiry. */

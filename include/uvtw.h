@@ -58,6 +58,9 @@ typedef void (*uvtw_close_cb)(uvtw_wheel_t* wheel);
 
 /* The largest tick uvtw_wheel_new accepts, in ms. */
 #define UVTW_TICK_MS_MAX 1000
+/* The most leeway a timer or the wheel's tasks may have: 2^32 - 1 ms
+ * (49.7 days); a larger request is an error, not a timer that never runs. */
+#define UVTW_LEEWAY_MS_MAX 4294967295u
 
 typedef struct uvtw_options_s {
   uint64_t tick_ms; /* 1..UVTW_TICK_MS_MAX; default 1. Deadlines round UP. */
@@ -118,7 +121,8 @@ UVTW_EXTERN void uvtw_options_init(uvtw_options_t* opts);
 
 /* Creates a wheel on `loop` (which it may share) into *out; opts may be
  * NULL for the defaults.  Loop thread.
- * Errors: UV_EINVAL  loop or out is NULL, or tick_ms is 0 or too large;
+ * Errors: UV_EINVAL  loop or out is NULL, tick_ms is 0 or too large, or
+ *                    task_leeway_ms > UVTW_LEEWAY_MS_MAX;
  *         UV_ENOMEM  out of memory;
  *         or an error from uv_async_init or uv_mutex_init.
  * On error *out is untouched and nothing is left open or allocated. */
@@ -194,7 +198,8 @@ UVTW_EXTERN int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer);
  * same libuv; a timer started from a wheel callback with timeout 0 waits
  * for the next iteration (docs/timers.md).  While active and referenced it
  * keeps uv_run(UV_RUN_DEFAULT) running.  O(1).
- * Errors: UV_EINVAL     timer or cb is NULL;
+ * Errors: UV_EINVAL     timer or cb is NULL, or the timer was never
+ *                       initialised (a zeroed one);
  *         UV_ECANCELED  the wheel is closing. */
 UVTW_EXTERN int uvtw_timer_start(uvtw_timer_t* timer,
                                  uvtw_timer_cb cb,
@@ -206,7 +211,8 @@ UVTW_EXTERN int uvtw_timer_start(uvtw_timer_t* timer,
 UVTW_EXTERN int uvtw_timer_stop(uvtw_timer_t* timer);
 
 /* Restarts the timer with timeout = repeat; does nothing if repeat is 0.
- * Errors: UV_EINVAL  never started; UV_ECANCELED  the wheel is closing. */
+ * Errors: UV_EINVAL  never started (or never initialised);
+ *         UV_ECANCELED  the wheel is closing. */
 UVTW_EXTERN int uvtw_timer_again(uvtw_timer_t* timer);
 
 /* The repeat, used from the next run or uvtw_timer_again; no restart. */
@@ -218,11 +224,13 @@ UVTW_EXTERN uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer);
  * (deadline, start).  The wheel uses 2^k - 1 ticks, the most that fits in
  * ms: get_leeway returns that.  With repeat, run k is due at the first
  * deadline + k * repeat (docs/timers.md, "Leeway").
- * Errors: UV_EINVAL  timer is NULL; UV_EBUSY  the timer is active. */
+ * Errors: UV_EINVAL  timer is NULL or ms > UVTW_LEEWAY_MS_MAX;
+ *         UV_EBUSY   the timer is active.  On error nothing changes. */
 UVTW_EXTERN int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms);
 UVTW_EXTERN uint64_t uvtw_timer_get_leeway(const uvtw_timer_t* timer);
 
-/* Ms until the wheel runs the timer; 0 if inactive or overdue. */
+/* Ms until the wheel runs the timer; 0 if inactive or overdue;
+ * UINT64_MAX if never (its deadline saturated), as uvtw_wheel_next_due. */
 UVTW_EXTERN uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer);
 
 /* Non-zero if active; a repeating timer is, inside its own callback. */

@@ -18,7 +18,7 @@ void uvtw__core_init(uvtw__core_t* core, uint64_t tick_ms, uint64_t now_ms) {
   UVTW__ASSERT(tick_ms >= 1);
   memset(core, 0, sizeof(*core));
   core->tick_ms = tick_ms;
-  core->max_tick = UINT64_MAX / tick_ms;
+  core->max_tick = (UINT64_MAX - 1) / tick_ms;
   if (tick_ms > 1) {
     /* The reciprocal: 2^64 (2^l - tick_ms) / tick_ms + 1, by long division
      * one bit at a time (no 128-bit integer on 32-bit targets; once per

@@ -154,7 +154,12 @@ typedef struct uvtw__core_s {
    * length of tick_ms - 1) and l - 1. */
   uint64_t tick_magic;
   unsigned tick_shift;
-  uint64_t max_tick; /* UINT64_MAX / tick_ms: ms_of saturates above it */
+  /* The last tick the wheel's clock reaches: (UINT64_MAX - 1) / tick_ms.
+   * The clock never reaches UINT64_MAX ms, so a saturated deadline
+   * (UINT64_MAX), or any whose tick begins later, is never reached, at
+   * every tick: its expiry tick is UVTW__NO_TICK, and ms_of saturates above
+   * max_tick. */
+  uint64_t max_tick;
   /* By bit index (uvtw__file_level_t), in the core so that a start reads
    * it by the core's address. */
   uvtw__file_level_t file_levels[UVTW__FILE_MAX_LEN];
@@ -339,16 +344,20 @@ static inline uint64_t uvtw__core_div(const uvtw__core_t* core, uint64_t ms) {
 }
 
 
-/* The tick that ms falls in (rounded down); with a 1 ms tick, ms. */
+/* The tick that ms falls in (rounded down), at most max_tick: the tick a
+ * pass at ms takes the wheel to. */
 static inline uint64_t uvtw__core_tick_floor(const uvtw__core_t* core,
                                              uint64_t ms) {
-  if (core->tick_ms == 1)
-    return ms;
-  return uvtw__core_div(core, ms);
+  uint64_t q;
+
+  q = core->tick_ms == 1 ? ms : uvtw__core_div(core, ms);
+  return q > core->max_tick ? core->max_tick : q;
 }
 
 
-/* The timer's expiry tick: its deadline rounded up to a tick. */
+/* The timer's expiry tick: its deadline rounded up to a tick;
+ * UVTW__NO_TICK if that is past max_tick (never reached).  With a 1 ms
+ * tick, the deadline itself (UINT64_MAX is UVTW__NO_TICK). */
 static inline uint64_t uvtw__core_tick_of(const uvtw__core_t* core,
                                           uint64_t deadline_ms) {
   uint64_t q;
@@ -356,7 +365,8 @@ static inline uint64_t uvtw__core_tick_of(const uvtw__core_t* core,
   if (core->tick_ms == 1)
     return deadline_ms;
   q = uvtw__core_div(core, deadline_ms);
-  return q + (deadline_ms != q * core->tick_ms);
+  q += deadline_ms != q * core->tick_ms;
+  return q > core->max_tick ? UVTW__NO_TICK : q;
 }
 
 
@@ -378,14 +388,19 @@ static inline uint64_t uvtw__core_coalesce(uint64_t e, uint64_t order) {
 
 
 /* The tick at which the wheel runs `t`: its deadline's tick, coalesced
- * by its leeway. */
+ * by its leeway, but no later than the last tick the wheel reaches (still
+ * never early, and never falling as the deadline grows).  A deadline that
+ * is never reached stays so. */
 static inline uint64_t uvtw__core_expiry(const uvtw__core_t* core,
                                          const uvtw_timer_t* t) {
   uint64_t e;
 
   e = uvtw__core_tick_of(core, t->deadline_);
-  if (t->order_ & UVTW__ORDER_LEEWAY)
+  if ((t->order_ & UVTW__ORDER_LEEWAY) && e <= core->max_tick) {
     e = uvtw__core_coalesce(e, t->order_);
+    if (e > core->max_tick)
+      e = core->max_tick;
+  }
   return e;
 }
 

@@ -76,8 +76,11 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   /* Cannot fail: the driver is initialised and cb is not NULL. */
   uv_timer_start(&driver->timer, timer_cb, due_ms > now ? due_ms - now : 0, 0);
   driver->armed_tick = tick;
-  /* No overflow: a timer's tick is at most UINT64_MAX / tick_ms + 1. */
-  driver->armed_first_ms = (tick - 1) * wheel->core.tick_ms + 1;
+  /* A tick past the wheel's reach (a saturated deadline's stand-in) has no
+   * first ms: UINT64_MAX, as while disarmed. */
+  driver->armed_first_ms = tick > wheel->core.max_tick
+                               ? UINT64_MAX
+                               : (tick - 1) * wheel->core.tick_ms + 1;
   driver->rearm_below = tick; /* never inside a pass */
   /* libuv no longer holds the driver. */
   driver->defer_from_id = UVTW__NO_DEFER;

@@ -130,7 +130,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
                      uint64_t repeat) {
   uvtw_wheel_t* wheel;
 
-  if (timer == NULL || cb == NULL)
+  if (timer == NULL || cb == NULL || timer->wheel_ == NULL)
     return UV_EINVAL;
   wheel = timer->wheel_;
   /* One test for both rarer paths: timeout 0 wraps to UINT64_MAX, and a
@@ -174,7 +174,7 @@ uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer) {
 
 
 int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
-  if (timer == NULL)
+  if (timer == NULL || ms > UVTW_LEEWAY_MS_MAX)
     return UV_EINVAL;
   if (timer->link_.next != NULL)
     return UV_EBUSY; /* its expiry must not move while it is filed */
@@ -200,6 +200,8 @@ uint64_t uvtw_timer_get_due_in(const uvtw_timer_t* timer) {
     return 0;
   core = &timer->wheel_->core;
   due_ms = uvtw__core_ms_of(core, uvtw__core_expiry(core, timer));
+  if (due_ms == UINT64_MAX)
+    return UINT64_MAX; /* never reached, as uvtw_wheel_next_due says */
   now = uvtw__driver_now(&timer->wheel_->driver);
   return due_ms > now ? due_ms - now : 0;
 }

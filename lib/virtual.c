@@ -69,10 +69,9 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
     return UV_EBUSY;
   wheel->advancing = 1;
   target = uvtw__sat_add(wheel->virtual_now, ms);
-  /* The last tick the span reaches; one whose first millisecond would be
-   * past UINT64_MAX is never reached (as a saturated deadline is never
-   * reached in real time). */
-  last_tick = target / wheel->core.tick_ms;
+  /* The last tick the span reaches; the clock never reaches UINT64_MAX
+   * ms, so a saturated deadline is never reached (core.h, max_tick). */
+  last_tick = uvtw__core_tick_floor(&wheel->core, target);
   while (!wheel->closing) {
     /* Before the clock moves, and after each pass: a submit that happened
      * before this call is filed (and, if due in the span, runs) before

@@ -92,7 +92,8 @@ int uvtw_wheel_new(uv_loop_t* loop,
     uvtw_options_init(&defaults);
     opts = &defaults;
   }
-  if (opts->tick_ms == 0 || opts->tick_ms > UVTW_TICK_MS_MAX)
+  if (opts->tick_ms == 0 || opts->tick_ms > UVTW_TICK_MS_MAX ||
+      opts->task_leeway_ms > UVTW_LEEWAY_MS_MAX)
     return UV_EINVAL;
 
   wheel = malloc(sizeof(*wheel));

@@ -77,23 +77,35 @@ static uint64_t h_sat_add(uint64_t a, uint64_t b) {
 }
 
 
-/* The model's own rounding: a deadline rounds UP to a whole tick. */
+/* The last tick the clock reaches: it never reaches UINT64_MAX ms. */
+static uint64_t h_model_last_tick(const harness_t* h) {
+  return (UINT64_MAX - 1) / h->tick;
+}
+
+
+/* The model's own rounding: a deadline rounds UP to a whole tick;
+ * UINT64_MAX (never) past the last tick. */
 static uint64_t h_model_tick(const harness_t* h, uint64_t deadline) {
-  return deadline / h->tick + (deadline % h->tick != 0);
+  uint64_t t;
+
+  t = deadline / h->tick + (deadline % h->tick != 0);
+  return t > h_model_last_tick(h) ? UINT64_MAX : t;
 }
 
 
 /* The model's expiry: the deadline's tick rounded up to a multiple of 2^g
- * ticks, or the tick itself where that passes UINT64_MAX. */
+ * ticks, or the tick itself where that passes UINT64_MAX, and no later
+ * than the last tick; never stays never. */
 static uint64_t h_model_expiry(const harness_t* h, const model_timer_t* m) {
   uint64_t e;
   uint64_t size;
 
   e = h_model_tick(h, m->deadline);
   size = (uint64_t) 1 << m->g;
-  if (e % size == 0 || e > UINT64_MAX - (size - 1))
+  if (e > h_model_last_tick(h) || e % size == 0 || e > UINT64_MAX - (size - 1))
     return e;
-  return (e / size + 1) * size;
+  e = (e / size + 1) * size;
+  return e > h_model_last_tick(h) ? h_model_last_tick(h) : e;
 }
 
 
@@ -308,6 +320,8 @@ static void h_model_pass(harness_t* h) {
   int k;
 
   now_tick = h->now / h->tick;
+  if (now_tick > h_model_last_tick(h))
+    now_tick = h_model_last_tick(h);
   ndue = 0;
   for (i = 0; i < H_TIMERS; i++)
     if (h->model[i].active && h_model_expiry(h, &h->model[i]) <= now_tick)

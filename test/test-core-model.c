@@ -258,6 +258,26 @@ static void end_of_time(void) {
 }
 
 
+/* The tick a pass at ms reaches: ms / tick, at most the last tick the
+ * clock reaches, (UINT64_MAX - 1) / tick. */
+static uint64_t floor_of(uint64_t tick, uint64_t ms) {
+  uint64_t last;
+
+  last = (UINT64_MAX - 1) / tick;
+  return ms / tick > last ? last : ms / tick;
+}
+
+
+/* A deadline's tick: ms / tick rounded up; UINT64_MAX (never) past the
+ * last tick. */
+static uint64_t ceil_of(uint64_t tick, uint64_t ms) {
+  uint64_t t;
+
+  t = ms / tick + (ms % tick != 0);
+  return t > (UINT64_MAX - 1) / tick ? UINT64_MAX : t;
+}
+
+
 /* Ticks above 1 ms round by a reciprocal multiply, not a division: it
  * must agree with the division for every tick uvtw_wheel_new accepts, at
  * the edges of each tick, of 32 and 64 bits, and at random. */
@@ -287,17 +307,18 @@ static void tick_division(void) {
       base = edges[i] - edges[i] % tick;
       for (d = 0; d < 6; d++) {
         ms = base + d - 3; /* wraps at 0 and UINT64_MAX: edges too */
-        ASSERT_UEQ(uvtw__core_tick_floor(core, ms), ms / tick);
-        ASSERT_UEQ(uvtw__core_tick_of(core, ms), ms / tick + (ms % tick != 0));
+        ASSERT_UEQ(uvtw__core_tick_floor(core, ms), floor_of(tick, ms));
+        ASSERT_UEQ(uvtw__core_tick_of(core, ms), ceil_of(tick, ms));
       }
     }
     for (k = 0; k < 2000; k++) {
       ms = splitmix64() >> (splitmix64() % 64);
-      ASSERT_UEQ(uvtw__core_tick_floor(core, ms), ms / tick);
-      ASSERT_UEQ(uvtw__core_tick_of(core, ms), ms / tick + (ms % tick != 0));
+      ASSERT_UEQ(uvtw__core_tick_floor(core, ms), floor_of(tick, ms));
+      ASSERT_UEQ(uvtw__core_tick_of(core, ms), ceil_of(tick, ms));
       ms = ms / tick; /* as a tick */
-      ASSERT_UEQ(uvtw__core_ms_of(core, ms),
-                 ms > UINT64_MAX / tick ? UINT64_MAX : ms * tick);
+      ASSERT_UEQ(
+          uvtw__core_ms_of(core, ms),
+          tick > 1 && ms > (UINT64_MAX - 1) / tick ? UINT64_MAX : ms * tick);
     }
   }
   free(core);

@@ -3,7 +3,8 @@
  * loop or out, or tick_ms 0 or above 1000 (UV_EINVAL; *out untouched and
  * nothing left on the loop), tick_ms 1 and 1000 accepted; a NULL callback
  * (UV_EINVAL, the timer unchanged); NULL timer or wheel; start and again on
- * a closing wheel (UV_ECANCELED); a second close (UV_EINVAL); accessors. */
+ * a closing wheel (UV_ECANCELED); a second close (UV_EINVAL); accessors; a
+ * never-initialised (zeroed) timer; leeway above its cap. */
 
 #include <stdint.h>
 #include <string.h>
@@ -186,8 +187,64 @@ static void timers(void) {
 }
 
 
+/* A zeroed timer that was never initialised: start and again fail with
+ * UV_EINVAL (nothing to dereference), stop and the queries see an
+ * inactive timer. */
+static void never_initialised(void) {
+  uvtw_timer_t t;
+
+  memset(&t, 0, sizeof(t));
+  ASSERT_EQ(UV_EINVAL, uvtw_timer_start(&t, count_cb, 1, 0));
+  ASSERT_EQ(UV_EINVAL, uvtw_timer_again(&t));
+  ASSERT_EQ(0, uvtw_timer_stop(&t));
+  ASSERT_EQ(0, uvtw_timer_is_active(&t));
+  ASSERT_UEQ(0, uvtw_timer_get_due_in(&t));
+}
+
+
+/* Leeway is capped at UVTW_LEEWAY_MS_MAX: more is UV_EINVAL and changes
+ * nothing (a timer's or the wheel's tasks'); the cap itself is accepted,
+ * and a 1 ms timer with it runs, at most that late (virtual time). */
+static void leeway_cap(void) {
+  uvtw_options_t opts;
+  uvtw_wheel_t* wheel;
+  uvtw_wheel_t* const sentinel = (uvtw_wheel_t*) &opts;
+  uvtw_timer_t t;
+
+  ASSERT_UV_OK(uv_loop_init(&loop));
+  uvtw_options_init(&opts);
+  opts.task_leeway_ms = (uint64_t) UVTW_LEEWAY_MS_MAX + 1;
+  wheel = sentinel;
+  ASSERT_EQ(UV_EINVAL, uvtw_wheel_new(&loop, &opts, &wheel));
+  ASSERT_PTR_EQ(sentinel, wheel);
+  ASSERT_EQ(0, handles_on_loop());
+  opts.task_leeway_ms = UVTW_LEEWAY_MS_MAX;
+  opts.virtual_time = 1;
+  ASSERT_EQ(0, uvtw_wheel_new(&loop, &opts, &wheel));
+
+  ASSERT_EQ(0, uvtw_timer_init(wheel, &t));
+  ASSERT_EQ(0, uvtw_timer_set_leeway(&t, 100));
+  ASSERT_EQ(UV_EINVAL, uvtw_timer_set_leeway(&t, UINT64_MAX));
+  ASSERT_EQ(UV_EINVAL,
+            uvtw_timer_set_leeway(&t, (uint64_t) UVTW_LEEWAY_MS_MAX + 1));
+  ASSERT_UEQ(63, uvtw_timer_get_leeway(&t));
+  ASSERT_EQ(0, uvtw_timer_set_leeway(&t, UVTW_LEEWAY_MS_MAX));
+  ASSERT_UEQ(UVTW_LEEWAY_MS_MAX, uvtw_timer_get_leeway(&t)); /* 2^32 - 1 */
+  fired = 0;
+  ASSERT_EQ(0, uvtw_timer_start(&t, count_cb, 1, 0));
+  ASSERT_UGE(uvtw_timer_get_due_in(&t), 1);
+  ASSERT_ULE(uvtw_timer_get_due_in(&t), (uint64_t) 1 << 32);
+  ASSERT_EQ(0, uvtw_wheel_advance(wheel, (uint64_t) 1 << 32));
+  ASSERT_EQ(1, fired);
+  close_and_drain(wheel);
+  ASSERT_EQ(0, uv_loop_close(&loop));
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
+  TEST_CASE(never_initialised),
+  TEST_CASE(leeway_cap),
   TEST_CASE(options),
   TEST_CASE(timers),
 };

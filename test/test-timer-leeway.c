@@ -142,7 +142,8 @@ static void set_get(void) {
       {1024, 1023},
       {65535, 65535},
       {100000, 65535},
-      {(uint64_t) 1 << 40, ((uint64_t) 1 << 40) - 1},
+      {(uint64_t) 1 << 31, ((uint64_t) 1 << 31) - 1},
+      {UVTW_LEEWAY_MS_MAX, UVTW_LEEWAY_MS_MAX}, /* the cap: 2^32 - 1 */
   };
   static const uint64_t tick10[][2] = {
       {0, 0},   {9, 0},   {10, 10},    {29, 10},     {30, 30},

@@ -163,11 +163,11 @@ static void walk_with(void (*fn)(uvtw_timer_t*, void*)) {
   for (i = 0; i < NT; i++) {
     if (!uvtw_timer_is_active(&items[i].t))
       continue;
-    /* uv_now has not moved: due_in is the timeout given last, or what is
-     * left to UINT64_MAX if the deadline saturated. */
+    /* uv_now has not moved: due_in is the timeout given last, or
+     * UINT64_MAX ("never") if the deadline saturated. */
     now = uv_now(&loop);
     t = items[i].timeout;
-    ASSERT_UEQ(t > UINT64_MAX - now ? UINT64_MAX - now : t,
+    ASSERT_UEQ(t >= UINT64_MAX - now ? UINT64_MAX : t,
                uvtw_timer_get_due_in(&items[i].t));
   }
 }

@@ -17,10 +17,9 @@
  *                    some of next_due - 1): next_due is always the least
  *                    moment of a reference minus the clock (or 0 while a
  *                    timer is inside its block, see below).
- *   leeway_moment    with leeway (up to 2^40 ms), next_due counts to the end
- *                    of the block: advance(next_due - 1) runs nothing, then
- *                    advance(1) runs it.
- *   drain            `while ((d = next_due) != UINT64_MAX) advance(d)`
+ *   leeway_moment    with leeway (up to UVTW_LEEWAY_MS_MAX), next_due counts to
+ * the end of the block: advance(next_due - 1) runs nothing, then advance(1)
+ * runs it. drain            `while ((d = next_due) != UINT64_MAX) advance(d)`
  *                    over 500 timers whose callbacks start more: every
  *                    advance runs at least one callback, all at the clock
  *                    the advance ends at, each at its moment (see below),
@@ -444,7 +443,7 @@ static void random_model(void) {
 static void leeway_moment(void) {
   static const uint64_t timeout[] = {1, 100, 511, 512, 3000, 70000, 5};
   static const uint64_t leeway[] = {
-      1000, 1000, 63, 1000, 100, 65535, (uint64_t) 1 << 40};
+      1000, 1000, 63, 1000, 100, 65535, UVTW_LEEWAY_MS_MAX};
   uvtw_timer_t t;
   uint64_t now;
   uint64_t at;

@@ -527,6 +527,71 @@ out:
 }
 
 
+/* Clears W_MOVED of a waiting task; returns the word it saw last (not
+ * PENDING if a cancel won first: its notice follows, so file nothing). */
+uint64_t uvtw__task_clear_moved(uvtw__task_t* node) {
+  uint64_t w;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  while (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED) &&
+         !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
+    ;
+  return w;
+}
+
+
+/* After a run on the loop, or on the threadpool: the task waits again, ends, or
+ * is owed its final call.  Returns the word it moved from. */
+uint64_t uvtw__task_after_run(uvtw__task_t* node,
+                              int closing,
+                              uvtw__tasks_t* t) {
+  uint64_t w, n;
+
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  for (;;) {
+    if (UVTW__STATE(w) == UVTW__T_RUNNING)
+      n = UVTW__WITH_STATE(w, node->repeat_ms == 0 ? UVTW__T_DONE
+                              : closing            ? UVTW__T_CLOSED
+                                                   : UVTW__T_PENDING);
+    else if (UVTW__STATE(w) == UVTW__T_STOPPING)
+      n = UVTW__WITH_STATE(w, UVTW__T_DONE);
+    else
+      return w; /* cancelled from its own callback */
+    if (uvtw__task_cas(node, &w, n))
+      break;
+  }
+  if (UVTW__STATE(n) == UVTW__T_DONE)
+    uvtw__live_end(t);
+  return w;
+}
+
+
+void uvtw__work_cb(uv_work_t* req) {
+  uvtw__task_t* node;
+  uvtw__task_t* outer;
+  uvtw__work_t* work;
+  uint64_t w;
+
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
+  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  do
+    if (UVTW__STATE(w) != UVTW__T_QUEUED)
+      return; /* cancelled, reset or closed before it started */
+  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_RUNNING)));
+  outer = uvtw__tls.current_task;
+  uvtw__tls.current_task = node;
+  node->cb(node->arg, 0);
+  uvtw__tls.current_task = outer;
+  work->ran = 1;
+  /* A one-shot ends by its run (its place is free now, not at
+   * after_work_cb); a repeating one waits for after_work_cb to re-file
+   * it.  Close waits for after_work_cb, so the wheel is alive. */
+  w = uvtw__task_after_run(node, 0, &node->timer.wheel_->tasks);
+  work->stopped = UVTW__STATE(w) == UVTW__T_STOPPING;
+}
+
+
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   atomic_init(&tasks->gate, 0);
   atomic_init(&tasks->head, NULL);

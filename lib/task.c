@@ -215,7 +215,6 @@ void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
 }
 
 
-static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
 
@@ -238,43 +237,6 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   node->work->next_free = tasks->free_works;
   tasks->free_works = node->work;
   node->work = NULL;
-}
-
-
-/* Clears W_MOVED of a waiting task; returns the word it saw last (not
- * PENDING if a cancel won first: its notice follows, so file nothing). */
-static uint64_t clear_moved(uvtw__task_t* node) {
-  uint64_t w;
-
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  while (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED) &&
-         !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
-    ;
-  return w;
-}
-
-
-/* After a run on the loop, or on the threadpool: the task waits again, ends, or
- * is owed its final call.  Returns the word it moved from. */
-static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
-  uint64_t w, n;
-
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    if (UVTW__STATE(w) == UVTW__T_RUNNING)
-      n = UVTW__WITH_STATE(w, node->repeat_ms == 0 ? UVTW__T_DONE
-                              : closing            ? UVTW__T_CLOSED
-                                                   : UVTW__T_PENDING);
-    else if (UVTW__STATE(w) == UVTW__T_STOPPING)
-      n = UVTW__WITH_STATE(w, UVTW__T_DONE);
-    else
-      return w; /* cancelled from its own callback */
-    if (uvtw__task_cas(node, &w, n))
-      break;
-  }
-  if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(t);
-  return w;
 }
 
 
@@ -306,7 +268,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
        * notice comes). */
       if (work != NULL)
         work_put(&wheel->tasks, node);
-      if (UVTW__STATE(clear_moved(node)) == UVTW__T_PENDING) {
+      if (UVTW__STATE(uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
         file_at(wheel, node,
                 atomic_load_explicit(&node->deadline, memory_order_relaxed));
       } else {
@@ -327,7 +289,7 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     work->dispatch_ms = uvtw__driver_now(&wheel->driver);
     uvtw__list_append(&wheel->tasks.in_work, &timer->link_);
     /* Cannot fail: work_cb is not NULL and the loop is ours. */
-    uv_queue_work(wheel->loop, &work->req, work_cb, after_work_cb);
+    uv_queue_work(wheel->loop, &work->req, uvtw__work_cb, after_work_cb);
     return;
   }
   outer = uvtw__tls.current_task;
@@ -339,12 +301,12 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   /* A repeating task was re-filed by the pass before its run, from the
    * dispatch time, and waits again, at a reset's deadline if one came
    * during the run; unless its callback closed the wheel. */
-  w = after_run(node, wheel->closing != UVTW__OPEN, &wheel->tasks);
+  w = uvtw__task_after_run(node, wheel->closing != UVTW__OPEN, &wheel->tasks);
   switch (
       UVTW__STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
   case UVTW__T_PENDING:
     /* A cancel now leaves the timer filed; its notice unfiles it. */
-    w = clear_moved(node);
+    w = uvtw__task_clear_moved(node);
     if (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED))
       file_at(wheel, node,
               atomic_load_explicit(&node->deadline, memory_order_relaxed));
@@ -360,32 +322,6 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     unfile(wheel, node);
     release_if_idle(wheel, node);
   }
-}
-
-
-static void work_cb(uv_work_t* req) {
-  uvtw__task_t* node;
-  uvtw__task_t* outer;
-  uvtw__work_t* work;
-  uint64_t w;
-
-  work = uvtw__container_of(req, uvtw__work_t, req);
-  node = work->node;
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  do
-    if (UVTW__STATE(w) != UVTW__T_QUEUED)
-      return; /* cancelled, reset or closed before it started */
-  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_RUNNING)));
-  outer = uvtw__tls.current_task;
-  uvtw__tls.current_task = node;
-  node->cb(node->arg, 0);
-  uvtw__tls.current_task = outer;
-  work->ran = 1;
-  /* A one-shot ends by its run (its place is free now, not at
-   * after_work_cb); a repeating one waits for after_work_cb to re-file
-   * it.  Close waits for after_work_cb, so the wheel is alive. */
-  w = after_run(node, 0, &node->timer.wheel_->tasks);
-  work->stopped = UVTW__STATE(w) == UVTW__T_STOPPING;
 }
 
 
@@ -407,7 +343,7 @@ static void after_work_cb(uv_work_t* req, int status) {
   deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
   work_put(&wheel->tasks, node);
   if (status != UV_ECANCELED && !wheel->closing &&
-      UVTW__STATE(w = clear_moved(node)) == UVTW__T_PENDING) {
+      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
     /* Due at dispatch + repeat (if that passed while it ran, it goes in
      * the next pass, never overlapping itself), or at a reset's deadline. */
     if (w & UVTW__W_MOVED)

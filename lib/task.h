@@ -206,6 +206,11 @@ static inline void uvtw__live_end(uvtw__tasks_t* tasks) {
 }
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);
 void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
+uint64_t uvtw__task_clear_moved(uvtw__task_t* node);
+uint64_t uvtw__task_after_run(uvtw__task_t* node,
+                              int closing,
+                              uvtw__tasks_t* t);
+void uvtw__work_cb(uv_work_t* req);
 
 /* task.c: the interface the wheel uses. */
 int uvtw__tasks_init(uvtw_wheel_t* wheel,

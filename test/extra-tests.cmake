@@ -179,6 +179,14 @@ if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)
                    $<TARGET_OBJECTS:uvtw_objects>)
 endif()
 
+# Every atomic step of the tasks lives in lib/task-shared.c: lib/task.c
+# has none.
+if(UVTW_TASKS)
+  add_test(NAME task-no-atomics
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/task-no-atomics.sh
+                   ${PROJECT_SOURCE_DIR})
+endif()
+
 # The task protocol's Promela model (test/task-protocol.pml) is checked
 # exhaustively by SPIN, and its broken twin must yield a counterexample.
 # Host tools only: spin and a C compiler for pan.c.

@@ -149,23 +149,6 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-/* With max_tasks: enters unless closing (UV_ECANCELED) or full (UV_ENOSPC). */
-static int gate_enter_bounded(uvtw__tasks_t* tasks) {
-  uint64_t g;
-
-  g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
-  do {
-    if (g & UVTW__G_CLOSING)
-      return UV_ECANCELED;
-    if (UVTW__G_LIVES(g) >= tasks->max_tasks)
-      return UV_ENOSPC;
-  } while (!atomic_compare_exchange_weak_explicit(
-      &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
-      memory_order_relaxed));
-  return 0;
-}
-
-
 void uvtw__live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
@@ -548,16 +531,23 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_id_t* id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t deadline, w;
-  int err;
+  uint64_t deadline, g, w;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
   if (tasks->max_tasks != 0) {
-    if ((err = gate_enter_bounded(tasks)) != 0)
-      return err;
+    /* A CAS: enters unless closing or full. */
+    g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
+    do {
+      if (g & UVTW__G_CLOSING)
+        return UV_ECANCELED;
+      if (UVTW__G_LIVES(g) >= tasks->max_tasks)
+        return UV_ENOSPC;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
+        memory_order_relaxed));
   } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
     /* One fetch_add, which never retries (a CAS loop does, under
      * contention), undone if close has begun. */

@@ -5,8 +5,10 @@
  *                  creates the loop and the wheel, starts a uv_timer_t and
  *                  submits task a (its owner, before uv_run), then starts
  *                  thread L, which runs uv_run(UV_RUN_DEFAULT).  a runs on
- *                  L and submits b from its callback; once a ran, main
- *                  submits c and a worker thread d, as producers; the
+ *                  L and submits b from its callback; 100 ms after a
+ *                  ran (a and b ended: the loop holds nothing for
+ *                  tasks), main submits c and a worker thread d, as
+ *                  producers; the
  *                  uv_timer_t's callback on L (the last thing holding the
  *                  loop) submits e, which must hold the loop at once.
  *                  Every task runs exactly once, on L, before uv_run
@@ -97,6 +99,9 @@ static void loop_on_other_thread(void) {
   ASSERT_EQ(0, uvtw_submit(ot_wheel, 0, 0, 0, ot_cb, &ot_args[TA], NULL));
   ASSERT_UV_OK(uv_thread_create(&ot_loop_tid, ot_loop_thread, NULL));
   uv_sem_wait(&ot_a_ran);
+  /* a and b have ended and the loop holds nothing for tasks: a submit
+   * that took main for the loop thread would uv_ref from here. */
+  uv_sleep(100);
   ASSERT_EQ(0, uvtw_submit(ot_wheel, 10, 0, 0, ot_cb, &ot_args[TC], NULL));
   ASSERT_UV_OK(uv_thread_create(&worker, ot_worker, NULL));
   ASSERT_UV_OK(uv_thread_join(&worker));

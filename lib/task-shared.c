@@ -3,7 +3,10 @@
 /* Every atomic step of a wheel's tasks, and the code that runs on threads
  * other than the loop: uvtw_submit, uvtw_cancel, uvtw_reset and the
  * threadpool run (uvtw__work_cb).  The loop's side is task.c, which moves
- * a node only through the verbs below (one per move of rule 3).
+ * a node only through the verbs below (one per move of rule 3) and has no
+ * atomic operation of its own.  Elsewhere only loads: task.h's chunk
+ * lookup (acquire), the queue hints (relaxed; also virtual.c's) and the
+ * checker's.
  *
  * Ground rules.  (Flag names drop their UVTW__ prefix, as in task.h.)
  *

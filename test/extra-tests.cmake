@@ -176,7 +176,8 @@ endif()
 if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)
   add_test(NAME lib-calls
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lib-calls.sh ${CMAKE_NM}
-                   $<TARGET_OBJECTS:uvtw_objects>)
+                   $<TARGET_OBJECTS:uvtw_objects>
+           COMMAND_EXPAND_LISTS)
 endif()
 
 # Every atomic step of the tasks lives in lib/task-shared.c: lib/task.c

@@ -10,8 +10,9 @@
  * As in libuv: 0 or a negative UV_E* code, and a call that fails changes
  * nothing and its callback never runs.  Times are ms on the wheel's clock
  * (uv_now(loop), or a virtual wheel's own), saturating at UINT64_MAX.
- * "Loop thread": the thread that runs the loop, or, while it does not run,
- * the wheel's creator (which must be that thread).  "Any thread": safe from
+ * "Loop thread": the thread that runs the loop (libuv's rule: the wheel
+ * may be created on one thread and its loop run on another; docs/tasks.md,
+ * "Liveness", says how a submit tells).  "Any thread": safe from
  * every thread at once, also inside callbacks.  Requires libuv >= 1.44.
  * Full semantics: docs/wheel.md, timers.md, tasks.md, virtual-time.md. */
 
@@ -47,8 +48,9 @@ extern "C" {
 typedef struct uvtw_wheel_s uvtw_wheel_t;
 typedef struct uvtw_timer_s uvtw_timer_t;
 
-/* Names one task; opaque, never 0, never reused in any wheel for the life
- * of the process, so a stale or foreign id names no other task. */
+/* Names one task; opaque, never 0, never reused by its wheel.  It carries
+ * a 12-bit serial of its wheel, so another wheel refuses it (UV_ENOENT)
+ * unless 4,096 wheels were created in the process after its own. */
 typedef uint64_t uvtw_id_t;
 
 typedef void (*uvtw_timer_cb)(uvtw_timer_t* timer);
@@ -283,7 +285,9 @@ UVTW_EXTERN int uvtw_submit(uvtw_wheel_t* wheel,
  *                     starts after it, and the task ends when it returns;
  *         UV_ENOENT   id 0, an unknown id, another wheel's id, or a task
  *                     that ended (a one-shot that ran or is running, one
- *                     cancelled, one owed or given its final call);
+ *                     cancelled, one owed or given its final call), also
+ *                     from its own callback once another thread's cancel
+ *                     got UV_EBUSY for this run;
  *         UV_EINVAL   wheel is NULL.
  * Memory order: after 0, no access to arg from the wheel follows. */
 UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
@@ -297,7 +301,9 @@ UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
  *         UV_EBUSY    a run is executing now (also from the task's own
  *                     callback): it goes on; a repeating task's next run is
  *                     at the new deadline, a one-shot ends with this run;
- *         UV_ENOENT   as uvtw_cancel; a reset never moves another task;
+ *         UV_ENOENT   as uvtw_cancel (also from its own callback after
+ *                     another thread's UV_EBUSY cancel of this run); a
+ *                     reset never moves another task;
  *         UV_EINVAL   wheel is NULL. */
 UVTW_EXTERN int uvtw_reset(uvtw_wheel_t* wheel,
                            uvtw_id_t id,

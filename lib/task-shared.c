@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* clang-format off */
-/* Everything of a wheel's tasks that threads other than the loop touch:
- * the node table, the free stack, the queue, the gate, and uvtw_submit,
- * uvtw_cancel and uvtw_reset.  The loop's side is task.c.
+/* Every atomic step of a wheel's tasks, and the code that runs on threads
+ * other than the loop: uvtw_submit, uvtw_cancel, uvtw_reset and the
+ * threadpool run (uvtw__work_cb).  The loop's side is task.c, which moves
+ * a node only through the verbs below (one per move of rule 3) and has no
+ * atomic operation of its own.  Elsewhere only loads: task.h's chunk
+ * lookup (acquire), the queue hints (relaxed; also virtual.c's) and the
+ * checker's.
  *
  * Ground rules.  (Flag names drop their UVTW__ prefix, as in task.h.)
  *
@@ -10,20 +14,21 @@
  *    (x G_CALL) | live tasks (x G_LIVE).  Submit and reset enter by one
  *    read-modify-write of it and leave by another, as libuv's
  *    uv_async_send marks itself busy and uv_close waits for it:
- *      submit:   fetch_add +G_CALL +G_LIVE, undone and refused
+ *      submit:   fetch_add +G_CALL +G_LIVE (acquire), undone and refused
  *                (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
  *                instead, refused (UV_ENOSPC) at max_tasks live;
- *      reset:    fetch_add +G_CALL, refused (UV_ENOENT) if G_CLOSED;
+ *      reset:    fetch_add +G_CALL (acquire), refused (UV_ENOENT) if
+ *                G_CLOSED;
  *      leaving:  fetch_sub G_CALL, release.
  *    A cancel does not enter: one that ends a task writes while the task
  *    counts live (close waits for it) and ends the count last (release);
  *    any other writes at most a running, so live, task's STOPPING.
- *    Close (loop thread) sets G_CLOSING, and finishes by one CAS that sets
- *    G_CLOSED only from a word with no call inside and no task live.  All
- *    are read-modify-writes of one word, so totally ordered: a submit
- *    enters before G_CLOSING (close waits for it and drains its task) or is
- *    refused; a leave (release) makes all the call did visible to close's
- *    acquire.  No fence is needed.  A task counts live from its submit's
+ *    Close (loop thread) sets G_CLOSING (acq_rel), and finishes by one CAS
+ *    (acquire) that sets G_CLOSED only from a word with no call inside and
+ *    no task live.  All are read-modify-writes of one word, so totally
+ *    ordered: a submit enters before G_CLOSING (close waits for it and
+ *    drains its task) or is refused; a leave (release) makes all the call
+ *    did visible to close's acquire.  A task counts live from its submit's
  *    entry to the read-modify-write of whoever ends it.
  *
  * 2. A node is type-stable: chunks of the table are never moved or freed
@@ -31,49 +36,58 @@
  *    index.  Its fields:
  *      state     all threads, by CAS only (acq_rel), except plain stores
  *                by a thread that owns a node no other can move: submit's
- *                FREE -> PENDING of a node it popped, the freeing of an
- *                ended node with no writer (ended states are final) by
- *                the loop (uvtw__node_free) or by a cancel (unqueue), and
- *                grow's first store into a node of generation 0 (never
- *                used: no id names it).
- *      next      the thread that set W_INQ, then the loop (or unqueue).
+ *                FREE -> PENDING of a node it popped, the loop's freeing
+ *                of an ended node with no writer and W_INQ clear (ended
+ *                states are final), and grow's first store into a node of
+ *                generation 0 (never used: no id names it).
+ *      next      the thread that set W_INQ, then the loop.
  *      deadline  submit, before publishing; a reset, only while its
  *                writer count in the state word holds the node (so a
  *                stale id never writes another task's deadline); the loop
  *                reads it after a CAS that saw W_MOVED or took the node in
  *                (acquire): the last reset's value, or a later one.
- *      cb, arg, repeat_ms   submit, before publishing; then read only.
+ *      runner    the thread that moves the task to RUNNING, just before
+ *                (relaxed; the CAS publishes it): a cancel that sees
+ *                RUNNING (acquire) and its own thread there is inside the
+ *                task's callback.
+ *      cb, arg, repeat_ms, on_pool   submit, before publishing; then read.
  *      free_next whoever pushes the node on the free stack; read by
  *                poppers, whose CAS fails if it left the stack meanwhile.
- *      the rest  the loop's (task.c), and gen_end the freeing thread's.
+ *      the rest  the loop's (task.c).
  *
  * 3. The state word: generation << 24 | writers << 8 | flags | state.
  *    Every move is one CAS on the whole word, so it carries the id's
  *    generation: an id never moves another task of its node, and of a
  *    cancel, a reset, an expiry, a run and close, exactly one wins each
- *    race.  Moves (task.h lists the states):
- *      submit  FREE -> PENDING | W_INQ (then pushes the node);
- *      cancel  PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
+ *    race.  Moves (task.h lists the states), by thread:
+ *      submit  (any) FREE -> PENDING | W_INQ, then pushes the node;
+ *      cancel  (any) PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
  *              STOPPING (UV_EBUSY), or from the task's own callback, a
  *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
- *              one not taken in, no writer, on top of the queue: also
- *              writers + 1, and pops and frees it (rule 4);
- *      reset   writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT); stores
- *              the deadline; writers - 1 | W_MOVED, and QUEUED -> PENDING
- *              (0; RUNNING: UV_EBUSY, the next run of a repeating task
- *              moves), or ENOENT if the task ended meanwhile;
- *      loop    take-in: clears W_INQ, and W_MOVED as it files the node
- *              (never during a run of the task), sets W_TAKEN; expiry
- *              PENDING -> RUNNING or QUEUED, or if W_MOVED, clears it and
- *              re-files; after a run RUNNING -> PENDING/DONE/CLOSED,
- *              STOPPING -> DONE; close PENDING/QUEUED -> CLOSED -> DONE;
- *      work    QUEUED -> RUNNING -> PENDING/DONE, STOPPING -> DONE.
+ *              STOPPING stays (ENOENT, also from its own callback);
+ *      reset   (any) writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT);
+ *              stores the deadline; writers - 1 | W_MOVED, and QUEUED ->
+ *              PENDING (0; RUNNING: UV_EBUSY, the next run of a repeating
+ *              task moves), or ENOENT if the task ended meanwhile;
+ *      take    (loop, uvtw__task_take) clears W_INQ, and W_MOVED as it
+ *              files the node (never during a threadpool run), sets
+ *              W_TAKEN;
+ *      expiry  (loop, uvtw__task_dispatch) PENDING -> RUNNING or QUEUED,
+ *              or if W_MOVED, clears it (uvtw__task_clear_moved) and
+ *              re-files;
+ *      run     (the threadpool thread, uvtw__work_cb) QUEUED -> RUNNING;
+ *      after   (the thread that ran it: the loop, or the threadpool
+ *              thread, uvtw__task_after_run) RUNNING -> PENDING/DONE/
+ *              CLOSED (CLOSED: the loop only), STOPPING -> DONE;
+ *      close   (loop, uvtw__task_close) PENDING/QUEUED -> CLOSED, and
+ *              after the final call (uvtw__task_final_done) -> DONE.
  *    A thread that needs the loop to look again at a node it took in (a
  *    cancel: unfile it; a reset: re-file it; the last reset writer of an
  *    ended task: free it) sets W_INQ in its CAS if it was clear, then
  *    pushes the node: W_INQ means "in the queue, or about to be", so a
  *    node is queued at most once, and the loop frees a node only with
- *    W_INQ clear and no writer.  A node not taken in yet has W_INQ.
+ *    W_INQ clear and no writer.  A node not taken in yet has W_INQ: a task
+ *    cancelled before take-in stays in the queue, and take-in frees it.
  *
  * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
  *    llist: a push is a CAS of the head (release: the node's fields are
@@ -82,24 +96,32 @@
  *    in order.  A push that finds the stack empty wakes the loop with
  *    uv_async_send: after the loop's exchange, the next push finds it
  *    empty, so no entry is left without a wake-up, and no fence is needed.
- *    A cancel may pop its own node off the top (unqueue): the bottom entry
- *    still found the stack empty (its wake-up stands), and the cancel's
- *    writer keeps the node from being freed, so from coming back to the
- *    top with another `next` (no ABA).
+ *    Only the loop removes entries, all at once, so a node on the stack
+ *    never comes back to its top with another `next` (no ABA).
  *
  * 5. The free stack (tasks->free_top) is a Treiber stack of node indices
  *    with a 35-bit ABA tag in the same 64-bit word (lock-free on every
  *    target: i686, armv7 and aarch64 have 64-bit CAS; the static asserts
  *    below check it, with the 8-byte alignment GCC 11 and clang give).
- *    The loop pushes freed nodes a chain per batch, a cancel the node it
- *    unqueued; producers pop one.  An empty stack grows the table by at
- *    most UVTW__GROW_STEP nodes, under grow_lock (and gen_lock for a chunk).
+ *    The loop pushes freed nodes a chain per batch (release); producers
+ *    pop one (acquire).  An empty stack grows the table by at most
+ *    UVTW__GROW_STEP nodes, under grow_lock.
  *
- * 6. Generations: an index's generations are handed out by one
- *    process-wide counter per index, to every wheel, a block at a time, so
- *    no two uses of an index in any wheel carry the same generation: an id
- *    is never reused, and is UV_ENOENT on every other wheel.  An index
- *    with no generation left is retired (never reused).
+ * 6. Ids: a node's generation counts its uses in its wheel, from 1; a
+ *    node whose generation reaches UVTW__GEN_MASK is retired (never
+ *    reused), so an id never names a later task of its wheel.  Each wheel
+ *    takes a serial from one process-wide atomic counter at creation, and
+ *    its ids carry it (UVTW__SERIAL_BITS): cancel and reset refuse an id
+ *    of another serial, so an id names no task of another wheel unless
+ *    2^12 = 4,096 wheels were created after its own.
+ *
+ * 7. The loop thread is whichever thread runs the loop: the wheel notes
+ *    uv_thread_self() in loop_thread (relaxed) whenever the loop takes
+ *    tasks in or flushes (uvtw__loop_thread_seen), and at creation.  A
+ *    submit on that thread references the async handle at once, as
+ *    uv_queue_work holds the loop; from any other thread the loop holds
+ *    itself from its next wake-up.  No thread-local storage: a cancel
+ *    knows it runs inside the task's own callback by `runner` (rule 2).
  */
 /* clang-format on */
 
@@ -114,40 +136,96 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
 _Static_assert(_Alignof(_Atomic uint64_t) == 8,
                "64-bit atomics must be 8-byte aligned (GCC >= 11 or clang)");
 
-_Thread_local uvtw__tls_t uvtw__tls __attribute__((tls_model("initial-exec")));
-
-#define GEN_FIRST 64
-#define GEN_BLOCK 65536
-
-static uv_once_t gen_once = UV_ONCE_INIT;
-static uv_mutex_t gen_lock;
-/* Chunk c: the generation counters of the indices of a table's chunk c. */
-_Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
+/* Rule 6: the next wheel's serial. */
+static _Atomic uint64_t next_serial;
 
 
-static void gen_lock_init(void) {
-  if (uv_mutex_init(&gen_lock) != 0)
-    abort(); /* as libuv's own lock does on failure */
+/* ---- The gate (rule 1) ------------------------------------------------ */
+
+static uint64_t gate_enter(uvtw__tasks_t* tasks, uint64_t add) {
+  return atomic_fetch_add_explicit(&tasks->gate, add, memory_order_acquire);
 }
 
 
-/* Reserves n generations for the node's index (its counters exist: grow
- * made them).  Returns the first, 0 if the index has none left. */
-static uint64_t gen_reserve(uvtw__task_t* node, uint64_t n) {
-  _Atomic uint64_t* counter;
-  uint64_t offset, used;
-  unsigned c;
-
-  c = 63 - (unsigned) __builtin_clzll(node->index / UVTW__CHUNK0 + 1);
-  offset = node->index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1);
-  counter = &uvtw__gen_chunks[c][offset];
-  used = atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
-  if (used >= UVTW__GEN_MASK - n)
-    return 0; /* the counter stays above: every later reserve fails too */
-  node->gen_end = used + 1 + n;
-  return used + 1;
+static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
+  atomic_fetch_sub_explicit(&tasks->gate, sub, memory_order_release);
 }
 
+
+void uvtw__live_end(uvtw__tasks_t* tasks) {
+  gate_leave(tasks, UVTW__G_LIVE);
+}
+
+
+void uvtw__gate_close_begin(uvtw__tasks_t* tasks) {
+  atomic_fetch_or_explicit(&tasks->gate, UVTW__G_CLOSING, memory_order_acq_rel);
+}
+
+
+/* The gate is read first: with no task live and no call inside, nothing
+ * pushes any more, so an empty queue means every notice was taken in. */
+int uvtw__gate_close_end(uvtw__tasks_t* tasks) {
+  uint64_t g;
+
+  g = atomic_load_explicit(&tasks->gate, memory_order_acquire);
+  return UVTW__G_CALLS(g) == 0 && UVTW__G_LIVES(g) == 0 &&
+         atomic_load_explicit(&tasks->head, memory_order_relaxed) == NULL &&
+         atomic_compare_exchange_strong_explicit(
+             &tasks->gate, &g, g | UVTW__G_CLOSED, memory_order_acquire,
+             memory_order_relaxed);
+}
+
+
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
+  return UVTW__G_LIVES(
+      atomic_load_explicit(&wheel->tasks.gate, memory_order_relaxed));
+}
+
+
+/* ---- The queue (rule 4) ----------------------------------------------- */
+
+static void queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uvtw__task_t* head;
+
+  head = atomic_load_explicit(&tasks->head, memory_order_relaxed);
+  do
+    atomic_store_explicit(&node->next, head, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(
+      &tasks->head, &head, node, memory_order_release, memory_order_relaxed));
+  if (head == NULL)
+    uv_async_send(tasks->async);
+}
+
+
+void uvtw__queue_take(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uvtw__task_t* next;
+
+  node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
+  for (; node != NULL; node = next) {
+    next = atomic_load_explicit(&node->next, memory_order_relaxed);
+    atomic_store_explicit(&node->next, tasks->inbox, memory_order_relaxed);
+    tasks->inbox = node;
+  }
+}
+
+
+uvtw__task_t* uvtw__inbox_pop(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+
+  node = tasks->inbox;
+  if (node != NULL)
+    tasks->inbox = atomic_load_explicit(&node->next, memory_order_relaxed);
+  return node;
+}
+
+
+int uvtw__queue_busy(uvtw__tasks_t* tasks) {
+  return atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;
+}
+
+
+/* ---- The free stack and the table (rules 5, 6) ------------------------ */
 
 /* Pushes the chain first..last (linked by free_next) on the free stack. */
 static void free_push(uvtw__tasks_t* tasks,
@@ -194,16 +272,11 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
 static int grow(uvtw__tasks_t* tasks) {
   uvtw__task_t* chunk;
   uvtw__task_t* node;
-  uvtw__task_t* first;
-  uvtw__task_t* tail;
-  uint64_t gen;
   void* mem;
   size_t n, lo, i;
-  _Atomic uint64_t* gens;
   unsigned c;
   int err;
 
-  uv_once(&gen_once, gen_lock_init);
   err = 0;
   uv_mutex_lock(&tasks->grow_lock);
   if (UVTW__FREE_LINK(
@@ -213,15 +286,8 @@ static int grow(uvtw__tasks_t* tasks) {
   if (c == 0 || tasks->linked == (size_t) UVTW__CHUNK0 << (c - 1)) {
     err = UV_ENOMEM;
     n = (size_t) UVTW__CHUNK0 << c;
-    if (c == UVTW__CHUNKS)
-      goto out;
-    uv_mutex_lock(&gen_lock);
-    if (uvtw__gen_chunks[c] == NULL)
-      uvtw__gen_chunks[c] = calloc(n, sizeof(*uvtw__gen_chunks[c]));
-    gens = uvtw__gen_chunks[c]; /* read under the lock: others may set it */
-    uv_mutex_unlock(&gen_lock);
     /* One node more, to start the chunk on a cache line. */
-    if (gens == NULL || (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
+    if (c == UVTW__CHUNKS || (mem = calloc(n + 1, sizeof(*chunk))) == NULL)
       goto out;
     err = 0;
     tasks->chunk_mem[c] = mem;
@@ -234,62 +300,36 @@ static int grow(uvtw__tasks_t* tasks) {
   n = (size_t) UVTW__CHUNK0 << (c - 1);
   lo = tasks->linked;
   tasks->linked = n - lo > UVTW__GROW_STEP ? lo + UVTW__GROW_STEP : n;
-  first = NULL;
-  tail = NULL;
   for (i = tasks->linked; i-- > lo;) {
     node = &chunk[i];
     node->index =
         (uint32_t) ((uint64_t) UVTW__CHUNK0 * ((1u << (c - 1)) - 1) + i);
-    if ((gen = gen_reserve(node, GEN_FIRST)) == 0)
-      continue; /* retired by other wheels' use */
     /* Stores, not atomic_init: a stale id may read the node meanwhile. */
-    atomic_store_explicit(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
+    atomic_store_explicit(&node->state,
+                          (uint64_t) 1 << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
                           memory_order_relaxed);
     atomic_store_explicit(&node->free_next,
-                          first != NULL ? first->index + 1 : 0,
+                          i + 1 < tasks->linked ? node->index + 2 : 0,
                           memory_order_relaxed);
-    if (tail == NULL)
-      tail = node;
-    first = node;
   }
-  if (first != NULL)
-    free_push(tasks, first, tail);
+  free_push(tasks, &chunk[lo], &chunk[tasks->linked - 1]);
 out:
   uv_mutex_unlock(&tasks->grow_lock);
   return err;
 }
 
 
-void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  uvtw__task_t* head;
-
-  head = atomic_load_explicit(&tasks->head, memory_order_relaxed);
-  do
-    atomic_store_explicit(&node->next, head, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(
-      &tasks->head, &head, node, memory_order_release, memory_order_relaxed));
-  if (head == NULL)
-    uv_async_send(tasks->async);
-}
-
-
-/* Gives an ended node only the caller can reach its next generation, as
- * a free node: 0 if its index has none left (retired, never reused). */
-static int renew(uvtw__task_t* node) {
+/* Loop thread: an ended node with no writer and W_INQ clear (so only the
+ * loop reaches it) gets its next generation, as a free node, and joins the
+ * chain uvtw__free_flush pushes; at UVTW__GEN_MASK it is retired. */
+void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t gen;
 
   gen = UVTW__GEN(atomic_load_explicit(&node->state, memory_order_relaxed)) + 1;
-  if (gen == node->gen_end && (gen = gen_reserve(node, GEN_BLOCK)) == 0)
-    return 0;
+  if (gen > UVTW__GEN_MASK)
+    return;
   atomic_store_explicit(&node->state, gen << UVTW__W_GEN_SHIFT | UVTW__T_FREE,
                         memory_order_relaxed);
-  return 1;
-}
-
-
-void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  if (!renew(node))
-    return;
   atomic_store_explicit(&node->free_next, tasks->freed_first,
                         memory_order_relaxed);
   if (tasks->freed_first == 0)
@@ -311,10 +351,165 @@ void uvtw__free_flush(uvtw__tasks_t* tasks) {
 }
 
 
-static void leave(uvtw__tasks_t* tasks, uint64_t sub) {
-  atomic_fetch_sub_explicit(&tasks->gate, sub, memory_order_release);
+/* ---- The state word (rule 3) ------------------------------------------ */
+
+/* One CAS of a node's state word (acq_rel; on failure *w is the word). */
+static int task_cas(uvtw__task_t* node, uint64_t* w, uint64_t n) {
+  return atomic_compare_exchange_weak_explicit(
+      &node->state, w, n, memory_order_acq_rel, memory_order_acquire);
 }
 
+
+uint64_t uvtw__task_word(uvtw__task_t* node) {
+  return atomic_load_explicit(&node->state, memory_order_acquire);
+}
+
+
+uint64_t uvtw__task_deadline(uvtw__task_t* node) {
+  return atomic_load_explicit(&node->deadline, memory_order_relaxed);
+}
+
+
+uint64_t uvtw__task_take(uvtw__task_t* node, int keep_moved) {
+  uint64_t w;
+
+  w = uvtw__task_word(node);
+  while (!task_cas(
+      node, &w,
+      ((w & ~UVTW__W_INQ) | UVTW__W_TAKEN) & ~(keep_moved ? 0 : UVTW__W_MOVED)))
+    ;
+  return w;
+}
+
+
+/* Notes the running thread first: the CAS publishes it (rule 2). */
+static void note_runner(uvtw__task_t* node) {
+  atomic_store_explicit(&node->runner, uv_thread_self(), memory_order_relaxed);
+}
+
+
+int uvtw__task_dispatch(uvtw__task_t* node, int on_pool) {
+  uint64_t w;
+
+  if (!on_pool)
+    note_runner(node);
+  w = uvtw__task_word(node);
+  do
+    if (UVTW__STATE(w) != UVTW__T_PENDING || (w & UVTW__W_MOVED))
+      return 0;
+  while (!task_cas(
+      node, &w,
+      UVTW__WITH_STATE(w, on_pool ? UVTW__T_QUEUED : UVTW__T_RUNNING)));
+  return 1;
+}
+
+
+uint64_t uvtw__task_clear_moved(uvtw__task_t* node) {
+  uint64_t w;
+
+  w = uvtw__task_word(node);
+  while (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED) &&
+         !task_cas(node, &w, w & ~UVTW__W_MOVED))
+    ;
+  return w;
+}
+
+
+uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
+                              uvtw__task_t* node,
+                              int closing,
+                              uint64_t* to) {
+  uint64_t w, n;
+
+  w = uvtw__task_word(node);
+  do {
+    if (UVTW__STATE(w) == UVTW__T_RUNNING)
+      n = UVTW__WITH_STATE(w, node->repeat_ms == 0 ? UVTW__T_DONE
+                              : closing            ? UVTW__T_CLOSED
+                                                   : UVTW__T_PENDING);
+    else if (UVTW__STATE(w) == UVTW__T_STOPPING)
+      n = UVTW__WITH_STATE(w, UVTW__T_DONE);
+    else
+      return *to = w; /* cancelled from its own callback */
+  } while (!task_cas(node, &w, n));
+  if (UVTW__STATE(n) == UVTW__T_DONE)
+    uvtw__live_end(tasks);
+  *to = n;
+  return w;
+}
+
+
+int uvtw__task_close(uvtw__task_t* node) {
+  uint64_t w;
+
+  w = uvtw__task_word(node);
+  do
+    if (UVTW__STATE(w) != UVTW__T_PENDING && UVTW__STATE(w) != UVTW__T_QUEUED)
+      return 0;
+  while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_CLOSED)));
+  return 1;
+}
+
+
+/* Only resets move a CLOSED task's word (their writer count). */
+void uvtw__task_final_done(uvtw__task_t* node) {
+  uint64_t w;
+
+  w = uvtw__task_word(node);
+  while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
+    ;
+}
+
+
+/* ---- Counts ----------------------------------------------------------- */
+
+void uvtw__tasks_count_filed(uvtw__tasks_t* tasks, int delta) {
+  atomic_store_explicit(
+      &tasks->filed,
+      atomic_load_explicit(&tasks->filed, memory_order_relaxed) +
+          (uint64_t) (int64_t) delta,
+      memory_order_relaxed);
+}
+
+
+uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
+  return atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed);
+}
+
+
+uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks) {
+  return atomic_load_explicit(&tasks->taken_back, memory_order_relaxed);
+}
+
+
+/* ---- The loop thread (rule 7) ----------------------------------------- */
+
+void uvtw__loop_thread_seen(uvtw__tasks_t* tasks) {
+  atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
+                        memory_order_relaxed);
+}
+
+
+static int on_loop_thread(uvtw__tasks_t* tasks) {
+  uv_thread_t self, loop;
+
+  self = uv_thread_self();
+  loop = atomic_load_explicit(&tasks->loop_thread, memory_order_relaxed);
+  return uv_thread_equal(&self, &loop);
+}
+
+
+/* Inside the task's own callback: it runs, on this thread (rule 2). */
+static int own_run(uvtw__task_t* node) {
+  uv_thread_t self, runner;
+
+  self = uv_thread_self();
+  runner = atomic_load_explicit(&node->runner, memory_order_relaxed);
+  return uv_thread_equal(&self, &runner);
+}
+
+
+/* ---- The calls -------------------------------------------------------- */
 
 /* A deadline delay_ms from now: by uv_hrtime() (uvtw__hrtime_ms: never
  * early on the loop's clock, nor in real time with options.precise), or
@@ -345,16 +540,8 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
-  if (tasks->max_tasks == 0) {
-    /* One fetch_add, which never retries (a CAS loop does, under
-     * contention), undone if close has begun. */
-    g = atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL + UVTW__G_LIVE,
-                                  memory_order_acquire);
-    if (g & UVTW__G_CLOSING) {
-      leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
-      return UV_ECANCELED;
-    }
-  } else {
+  if (tasks->max_tasks != 0) {
+    /* A CAS: enters unless closing or full. */
     g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
     do {
       if (g & UVTW__G_CLOSING)
@@ -364,32 +551,53 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     } while (!atomic_compare_exchange_weak_explicit(
         &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
         memory_order_relaxed));
+  } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
+    /* One fetch_add, which never retries (a CAS loop does, under
+     * contention), undone if close has begun. */
+    gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+    return UV_ECANCELED;
   }
   while ((node = free_pop(tasks)) == NULL)
     if (grow(tasks) != 0) {
-      leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+      gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
       return UV_ENOMEM;
     }
   node->cb = cb;
   node->arg = arg;
   node->repeat_ms = repeat_ms;
+  node->on_pool = (flags & UVTW_THREADPOOL) != 0;
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
   w = atomic_load_explicit(&node->state, memory_order_relaxed);
   if (id != NULL)
-    *id = (uint64_t) node->index << UVTW__GEN_BITS | UVTW__GEN(w);
-  w = UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ |
-      (flags & UVTW_THREADPOOL ? UVTW__W_WORK : 0);
-  atomic_store_explicit(&node->state, w, memory_order_relaxed);
-  uvtw__queue_push(tasks, node); /* release: publishes all of the above */
+    *id =
+        tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | UVTW__GEN(w);
+  atomic_store_explicit(&node->state,
+                        UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
+                        memory_order_relaxed);
+  queue_push(tasks, node); /* release: publishes all of the above */
   /* Liveness: the loop holds itself for its queue from its next flush on;
    * a submit on the loop thread (say before uv_run) holds it at once, as
-   * uv_queue_work does.  Only the loop thread may uv_ref. */
-  if (tasks->loop_thread == &uvtw__tls.token && !tasks->holds_loop) {
+   * uv_queue_work does.  Only the loop thread may uv_ref (rule 7). */
+  if (on_loop_thread(tasks) && !tasks->holds_loop) {
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
   }
-  leave(tasks, UVTW__G_CALL);
+  gate_leave(tasks, UVTW__G_CALL);
   return 0;
+}
+
+
+/* The node an id names, if it is of this wheel (rule 6), and its word. */
+static uvtw__task_t* id_node(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t* w) {
+  uvtw__task_t* node;
+
+  if ((id & UVTW__GEN_MASK) == 0 ||
+      (id & ~(((uint64_t) 1 << (UVTW__GEN_BITS + UVTW__INDEX_BITS)) - 1)) !=
+          tasks->serial ||
+      (node = uvtw__node_at(tasks, UVTW__ID_INDEX(id))) == NULL)
+    return NULL;
+  *w = uvtw__task_word(node);
+  return node;
 }
 
 
@@ -415,30 +623,10 @@ static int let_go(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
     if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
         (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
       n |= UVTW__W_INQ;
-  } while (!uvtw__task_cas(node, &w, n));
+  } while (!task_cas(node, &w, n));
   if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    uvtw__queue_push(tasks, node);
+    queue_push(tasks, node);
   return err;
-}
-
-
-/* A cancel ended a task not taken in yet and holds it as a writer (word
- * w): pops it if still on top of the queue and frees it (a retired one
- * keeps its ended word), or else lets go (rule 4). */
-static void unqueue(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
-  uvtw__task_t* head;
-
-  head = atomic_load_explicit(&tasks->head, memory_order_acquire);
-  if (head == node &&
-      atomic_compare_exchange_strong_explicit(
-          &tasks->head, &head,
-          atomic_load_explicit(&node->next, memory_order_relaxed),
-          memory_order_acquire, memory_order_relaxed)) {
-    if (renew(node))
-      free_push(tasks, node, node); /* release: publishes the word */
-    return;
-  }
-  let_go(tasks, node, w);
 }
 
 
@@ -448,21 +636,18 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
   uvtw__task_t* node;
   uint64_t w, n;
   unsigned st;
-  int hold;
 
   if (wheel == NULL)
     return UV_EINVAL;
   tasks = &wheel->tasks;
-  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
-  if ((id & UVTW__GEN_MASK) == 0 || node == NULL)
+  if ((node = id_node(tasks, id, &w)) == NULL)
     return UV_ENOENT;
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
   for (;;) {
     if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
       return UV_ENOENT;
     st = UVTW__STATE(w);
-    if (st == UVTW__T_RUNNING && node != uvtw__tls.current_task) {
-      if (uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
+    if (st == UVTW__T_RUNNING && !own_run(node)) {
+      if (task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
         return UV_EBUSY; /* the run ends the task */
       continue;
     }
@@ -471,23 +656,17 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     if (st == UVTW__T_RUNNING ? node->repeat_ms == 0
                               : st != UVTW__T_PENDING && st != UVTW__T_QUEUED)
       return UV_ENOENT;
+    /* A notice if the loop must unfile it. */
     n = UVTW__WITH_STATE(w, UVTW__T_CANCELLED);
-    /* A notice if the loop must unfile it; a writer if unqueue() may pop
-     * it (not on the loop thread: its submit held the loop for the entry). */
-    hold = !(w & (UVTW__W_TAKEN | UVTW__W_WRITERS)) &&
-           tasks->loop_thread != &uvtw__tls.token &&
-           atomic_load_explicit(&tasks->head, memory_order_relaxed) == node;
     if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
       n |= UVTW__W_INQ;
-    if (uvtw__task_cas(node, &w, hold ? n + UVTW__W_WRITER : n))
+    if (task_cas(node, &w, n))
       break;
   }
   if (!(w & UVTW__W_TAKEN))
     atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
-  if (hold)
-    unqueue(tasks, node, n + UVTW__W_WRITER);
-  else if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    uvtw__queue_push(tasks, node);
+  else if (!(w & UVTW__W_INQ))
+    queue_push(tasks, node);
   uvtw__live_end(tasks); /* release: all of the above happens before */
   return 0;
 }
@@ -503,27 +682,47 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
-  if ((id & UVTW__GEN_MASK) == 0)
-    return UV_ENOENT;
   err = UV_ENOENT;
-  if (atomic_fetch_add_explicit(&tasks->gate, UVTW__G_CALL,
-                                memory_order_acquire) &
-      UVTW__G_CLOSED)
+  if (gate_enter(tasks, UVTW__G_CALL) & UVTW__G_CLOSED)
     goto out; /* close is done with the tasks */
-  node = uvtw__node_at(tasks, id >> UVTW__GEN_BITS);
-  w = node != NULL ? atomic_load_explicit(&node->state, memory_order_acquire)
-                   : 0;
   /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
+  if ((node = id_node(tasks, id, &w)) == NULL)
+    goto out;
   do
-    if (node == NULL || UVTW__GEN(w) != (id & UVTW__GEN_MASK) ||
+    if (UVTW__GEN(w) != (id & UVTW__GEN_MASK) ||
         UVTW__STATE(w) < UVTW__T_PENDING || UVTW__STATE(w) > UVTW__T_RUNNING)
       goto out;
-  while (!uvtw__task_cas(node, &w, w + UVTW__W_WRITER));
+  while (!task_cas(node, &w, w + UVTW__W_WRITER));
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
   err = let_go(tasks, node, w + UVTW__W_WRITER);
 out:
-  leave(tasks, UVTW__G_CALL);
+  gate_leave(tasks, UVTW__G_CALL);
   return err;
+}
+
+
+/* A threadpool thread: QUEUED -> RUNNING (or nothing, if a cancel, a reset
+ * or close came first), the run, and its end.  A one-shot ends here (its
+ * place is free now, not at after_work_cb); a repeating one waits for
+ * after_work_cb to re-file it.  Close waits for after_work_cb, so the
+ * wheel is alive; `work` is the loop's again after this returns. */
+void uvtw__work_cb(uv_work_t* req) {
+  uvtw__task_t* node;
+  uvtw__work_t* work;
+  uint64_t w, to;
+
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
+  note_runner(node);
+  w = uvtw__task_word(node);
+  do
+    if (UVTW__STATE(w) != UVTW__T_QUEUED)
+      return;
+  while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_RUNNING)));
+  node->cb(node->arg, 0);
+  work->ran = 1;
+  w = uvtw__task_after_run(&node->timer.wheel_->tasks, node, 0, &to);
+  work->stopped = UVTW__STATE(w) == UVTW__T_STOPPING;
 }
 
 
@@ -532,11 +731,16 @@ int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   atomic_init(&tasks->head, NULL);
   atomic_init(&tasks->free_top, 0);
   atomic_init(&tasks->taken_back, 0);
+  atomic_init(&tasks->filed, 0);
+  atomic_init(&tasks->loop_thread, uv_thread_self());
   memset(tasks->chunks, 0, sizeof(tasks->chunks));
   memset(tasks->chunk_mem, 0, sizeof(tasks->chunk_mem));
+  tasks->serial =
+      (atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed) &
+       (((uint64_t) 1 << UVTW__SERIAL_BITS) - 1))
+      << (UVTW__GEN_BITS + UVTW__INDEX_BITS);
   tasks->nchunks = 0;
   tasks->linked = 0;
-  tasks->loop_thread = &uvtw__tls.token;
   return uv_mutex_init(&tasks->grow_lock);
 }
 

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks, the loop's side: plain single-threaded code, apart
- * from its CASes on a node's state word (task-shared.c, "Ground rules").
+/* Cross-thread tasks, the loop's side: single-threaded code with no atomic
+ * operation; it moves a node's state word only through task-shared.c's
+ * verbs (its "Ground rules", rule 3), and everything that runs on other
+ * threads, the threadpool run included, is there.
  *
  * The loop takes the queue in (uvtw__tasks_drain): a new task is accepted,
  * held (it keeps the loop alive) and filed in the wheel at its deadline; a
@@ -8,8 +10,8 @@
  * reset moved it, and freed once it ended.  The pass pops a due task's
  * timer (uvtw__task_fire): it runs on the loop, or goes to uv_queue_work
  * and comes back in after_work_cb.  The loop frees a node once it ended
- * and nothing refers to it (release_if_idle); a cancel frees one that the
- * loop never saw (task-shared.c, unqueue).
+ * and nothing refers to it (release_if_idle), also one that a cancel ended
+ * before it was taken in.
  * Liveness (docs/tasks.md): the loop references the async handle while it
  * holds a task (accepted, not freed) or its queue holds entries (backlog);
  * on a virtual wheel a filed task holds nothing. */
@@ -54,20 +56,10 @@ void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
 
   tasks = &wheel->tasks;
+  uvtw__loop_thread_seen(tasks);
   uvtw__free_flush(tasks);
-  tasks->backlog =
-      tasks->inbox != NULL ||
-      atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;
+  tasks->backlog = tasks->inbox != NULL || uvtw__queue_busy(tasks);
   hold_sync(wheel);
-}
-
-
-static void count_filed(uvtw_wheel_t* wheel, int delta) {
-  atomic_store_explicit(
-      &wheel->tasks.filed,
-      atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed) +
-          (uint64_t) (int64_t) delta,
-      memory_order_relaxed);
 }
 
 
@@ -76,7 +68,7 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     return;
   if (node->timer.link_.next != NULL) {
     uvtw__core_stop(&wheel->core, &node->timer);
-    count_filed(wheel, -1);
+    uvtw__tasks_count_filed(&wheel->tasks, -1);
     /* As a timer's stop: the driver may have waited for it. */
     uvtw__driver_stopped(wheel, &node->timer);
   }
@@ -93,17 +85,14 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
   timer->link_.next = NULL;
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
-  timer->repeat_ =
-      atomic_load_explicit(&node->state, memory_order_relaxed) & UVTW__W_WORK
-          ? 0
-          : node->repeat_ms;
+  timer->repeat_ = node->on_pool ? 0 : node->repeat_ms;
   /* Referenced, a task's, with the wheel's task leeway; the start orders
    * it. */
   timer->order_ = UVTW__ORDER_REF | UVTW__ORDER_TASK | wheel->core.task_leeway;
   node->location = UVTW__AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, ms,
                        uvtw__driver_now(&wheel->driver));
-  count_filed(wheel, 1);
+  uvtw__tasks_count_filed(&wheel->tasks, 1);
   uvtw__driver_earlier(wheel, e);
 }
 
@@ -114,9 +103,9 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
 static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t w;
 
-  if (node->location != UVTW__AT_NONE || node == uvtw__tls.current_task)
+  if (node->location != UVTW__AT_NONE || node == wheel->tasks.running)
     return;
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
+  w = uvtw__task_word(node);
   if ((w & (UVTW__W_INQ | UVTW__W_WRITERS)) ||
       (UVTW__STATE(w) != UVTW__T_CANCELLED && UVTW__STATE(w) != UVTW__T_DONE))
     return;
@@ -133,15 +122,10 @@ static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 /* Moves a waiting task to CLOSED and queues its final call; a task that a
  * cancel ended first is freed instead. */
 static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uint64_t w;
-
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  do
-    if (UVTW__STATE(w) != UVTW__T_PENDING && UVTW__STATE(w) != UVTW__T_QUEUED) {
-      release_if_idle(wheel, node);
-      return;
-    }
-  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_CLOSED)));
+  if (!uvtw__task_close(node)) {
+    release_if_idle(wheel, node);
+    return;
+  }
   node->location = UVTW__AT_FINAL_LIST;
   uvtw__list_append(&wheel->tasks.final, &node->timer.link_);
 }
@@ -150,14 +134,10 @@ static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 /* One queue entry: a new task, or a node that a cancel, a reset or the
  * last reset writer of an ended task pushed again. */
 static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
-  uint64_t w, n;
+  uint64_t w;
 
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  do {
-    n = (w & ~UVTW__W_INQ) | UVTW__W_TAKEN;
-    if (node->location != UVTW__AT_WORK)
-      n &= ~UVTW__W_MOVED; /* applied below; after_work_cb applies it there */
-  } while (!uvtw__task_cas(node, &w, n));
+  /* W_MOVED is applied below; after_work_cb applies it to a pool run. */
+  w = uvtw__task_take(node, node->location == UVTW__AT_WORK);
   if (!(w & UVTW__W_TAKEN) && UVTW__STATE(w) == UVTW__T_PENDING) {
     wheel->tasks.accepted++;
     wheel->tasks.held++;
@@ -170,8 +150,7 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     if (wheel->closing)
       to_final(wheel, node);
     else if (!(w & UVTW__W_TAKEN) || (w & UVTW__W_MOVED))
-      file_at(wheel, node,
-              atomic_load_explicit(&node->deadline, memory_order_relaxed));
+      file_at(wheel, node, uvtw__task_deadline(node));
     break;
   case UVTW__T_CANCELLED:
   case UVTW__T_DONE:
@@ -184,25 +163,15 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uvtw__task_t* next;
   size_t n;
 
   tasks = &wheel->tasks;
-  /* The whole stack, newest first, reversed into the inbox, once per call:
-   * pushes meanwhile find it busy and send no wake-up (the next drain). */
-  if (tasks->inbox == NULL) {
-    node = atomic_exchange_explicit(&tasks->head, NULL, memory_order_acquire);
-    for (; node != NULL; node = next) {
-      next = atomic_load_explicit(&node->next, memory_order_relaxed);
-      atomic_store_explicit(&node->next, tasks->inbox, memory_order_relaxed);
-      tasks->inbox = node;
-    }
-  }
-  for (n = 0; n < budget && tasks->inbox != NULL; n++) {
-    node = tasks->inbox;
-    tasks->inbox = atomic_load_explicit(&node->next, memory_order_relaxed);
+  /* The whole stack, oldest first, once per call: pushes meanwhile find it
+   * busy and send no wake-up (the next drain takes them). */
+  if (tasks->inbox == NULL)
+    uvtw__queue_take(tasks);
+  for (n = 0; n < budget && (node = uvtw__inbox_pop(tasks)) != NULL; n++)
     take(wheel, node);
-  }
   if (n > tasks->high_water)
     tasks->high_water = n;
   tasks->woken = 1; /* tasks may exist now: passes flush after them */
@@ -213,12 +182,12 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
 
 
 void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
+  uvtw__loop_thread_seen(&wheel->tasks);
   wheel->tasks.woken = 1;
   wheel->tasks.async_wakeups++;
 }
 
 
-static void work_cb(uv_work_t* req);
 static void after_work_cb(uv_work_t* req, int status);
 
 
@@ -244,113 +213,67 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
-/* Clears W_MOVED of a waiting task; returns the word it saw last (not
- * PENDING if a cancel won first: its notice follows, so file nothing). */
-static uint64_t clear_moved(uvtw__task_t* node) {
-  uint64_t w;
-
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  while (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED) &&
-         !uvtw__task_cas(node, &w, w & ~UVTW__W_MOVED))
-    ;
-  return w;
-}
-
-
-/* After a run on the loop, or on the threadpool: the task waits again, ends, or
- * is owed its final call.  Returns the word it moved from. */
-static uint64_t after_run(uvtw__task_t* node, int closing, uvtw__tasks_t* t) {
-  uint64_t w, n;
-
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  for (;;) {
-    if (UVTW__STATE(w) == UVTW__T_RUNNING)
-      n = UVTW__WITH_STATE(w, node->repeat_ms == 0 ? UVTW__T_DONE
-                              : closing            ? UVTW__T_CLOSED
-                                                   : UVTW__T_PENDING);
-    else if (UVTW__STATE(w) == UVTW__T_STOPPING)
-      n = UVTW__WITH_STATE(w, UVTW__T_DONE);
-    else
-      return w; /* cancelled from its own callback */
-    if (uvtw__task_cas(node, &w, n))
-      break;
-  }
-  if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(t);
-  return w;
-}
-
-
 void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
   uvtw__task_t* outer;
   uvtw__work_t* work;
-  uint64_t w;
-  int on_work;
+  uint64_t w, to;
 
   node = uvtw__container_of(timer, uvtw__task_t, timer);
   wheel = timer->wheel_;
-  if (timer->link_.next == NULL)
-    count_filed(wheel, -1); /* a one-shot: the pass made it inactive */
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  on_work = (w & UVTW__W_WORK) != 0;
+  if (timer->link_.next == NULL) /* a one-shot: the pass made it inactive */
+    uvtw__tasks_count_filed(&wheel->tasks, -1);
   work = NULL;
-  if (on_work && (work = work_get(&wheel->tasks, node)) == NULL) {
+  if (node->on_pool && (work = work_get(&wheel->tasks, node)) == NULL) {
     /* Out of memory for the request: it tries again a millisecond later
      * (never early, never lost). */
     file_at(wheel, node, uvtw__driver_now(&wheel->driver) + 1);
     uvtw__driver_count_late(wheel, -1);
     return;
   }
-  do {
-    if (UVTW__STATE(w) != UVTW__T_PENDING || (w & UVTW__W_MOVED)) {
-      /* A reset came first (not before its deadline), or a cancel (its
-       * notice comes). */
-      if (work != NULL)
-        work_put(&wheel->tasks, node);
-      if (UVTW__STATE(clear_moved(node)) == UVTW__T_PENDING) {
-        file_at(wheel, node,
-                atomic_load_explicit(&node->deadline, memory_order_relaxed));
-      } else {
-        unfile(wheel, node);
-        release_if_idle(wheel, node);
-      }
-      uvtw__driver_count_late(wheel, -1);
-      return;
+  if (!uvtw__task_dispatch(node, node->on_pool)) {
+    /* A reset came first (not before its deadline), or a cancel (its
+     * notice comes). */
+    if (work != NULL)
+      work_put(&wheel->tasks, node);
+    if (UVTW__STATE(uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
+      file_at(wheel, node, uvtw__task_deadline(node));
+    } else {
+      unfile(wheel, node);
+      release_if_idle(wheel, node);
     }
-  } while (!uvtw__task_cas(
-      node, &w,
-      UVTW__WITH_STATE(w, on_work ? UVTW__T_QUEUED : UVTW__T_RUNNING)));
+    uvtw__driver_count_late(wheel, -1);
+    return;
+  }
 
   wheel->tasks_dispatched++; /* it runs now, or goes to the threadpool now */
-  if (on_work) {
+  if (work != NULL) {
     unfile(wheel, node);
     node->location = UVTW__AT_WORK;
     work->dispatch_ms = uvtw__driver_now(&wheel->driver);
     uvtw__list_append(&wheel->tasks.in_work, &timer->link_);
-    /* Cannot fail: work_cb is not NULL and the loop is ours. */
-    uv_queue_work(wheel->loop, &work->req, work_cb, after_work_cb);
+    /* Cannot fail: the work callback is not NULL and the loop is ours. */
+    uv_queue_work(wheel->loop, &work->req, uvtw__work_cb, after_work_cb);
     return;
   }
-  outer = uvtw__tls.current_task;
-  uvtw__tls.current_task = node;
+  outer = wheel->tasks.running;
+  wheel->tasks.running = node;
   node->cb(node->arg, 0);
-  uvtw__tls.current_task = outer;
+  wheel->tasks.running = outer;
   wheel->tasks.run++;
 
   /* A repeating task was re-filed by the pass before its run, from the
    * dispatch time, and waits again, at a reset's deadline if one came
    * during the run; unless its callback closed the wheel. */
-  w = after_run(node, wheel->closing != UVTW__OPEN, &wheel->tasks);
-  switch (
-      UVTW__STATE(atomic_load_explicit(&node->state, memory_order_relaxed))) {
+  w = uvtw__task_after_run(&wheel->tasks, node, wheel->closing != UVTW__OPEN,
+                           &to);
+  switch (UVTW__STATE(to)) {
   case UVTW__T_PENDING:
     /* A cancel now leaves the timer filed; its notice unfiles it. */
-    w = clear_moved(node);
+    w = uvtw__task_clear_moved(node);
     if (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED))
-      file_at(wheel, node,
-              atomic_load_explicit(&node->deadline, memory_order_relaxed));
+      file_at(wheel, node, uvtw__task_deadline(node));
     return;
   case UVTW__T_CLOSED:
     unfile(wheel, node);
@@ -363,32 +286,6 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     unfile(wheel, node);
     release_if_idle(wheel, node);
   }
-}
-
-
-static void work_cb(uv_work_t* req) {
-  uvtw__task_t* node;
-  uvtw__task_t* outer;
-  uvtw__work_t* work;
-  uint64_t w;
-
-  work = uvtw__container_of(req, uvtw__work_t, req);
-  node = work->node;
-  w = atomic_load_explicit(&node->state, memory_order_acquire);
-  do
-    if (UVTW__STATE(w) != UVTW__T_QUEUED)
-      return; /* cancelled, reset or closed before it started */
-  while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_RUNNING)));
-  outer = uvtw__tls.current_task;
-  uvtw__tls.current_task = node;
-  node->cb(node->arg, 0);
-  uvtw__tls.current_task = outer;
-  work->ran = 1;
-  /* A one-shot ends by its run (its place is free now, not at
-   * after_work_cb); a repeating one waits for after_work_cb to re-file
-   * it.  Close waits for after_work_cb, so the wheel is alive. */
-  w = after_run(node, 0, &node->timer.wheel_->tasks);
-  work->stopped = UVTW__STATE(w) == UVTW__T_STOPPING;
 }
 
 
@@ -410,11 +307,11 @@ static void after_work_cb(uv_work_t* req, int status) {
   deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
   work_put(&wheel->tasks, node);
   if (status != UV_ECANCELED && !wheel->closing &&
-      UVTW__STATE(w = clear_moved(node)) == UVTW__T_PENDING) {
+      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
     /* Due at dispatch + repeat (if that passed while it ran, it goes in
      * the next pass, never overlapping itself), or at a reset's deadline. */
     if (w & UVTW__W_MOVED)
-      deadline = atomic_load_explicit(&node->deadline, memory_order_relaxed);
+      deadline = uvtw__task_deadline(node);
     file_at(wheel, node, deadline);
     uvtw__driver_sync_ref(wheel);
   } else if (wheel->closing) {
@@ -438,7 +335,6 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
   tasks->max_tasks = max_tasks;
   tasks->work_returned = work_returned;
   tasks->async = &wheel->async;
-  atomic_init(&tasks->filed, 0);
   uvtw__list_init(&tasks->in_work);
   uvtw__list_init(&tasks->final);
   return uvtw__tasks_shared_init(tasks);
@@ -456,24 +352,13 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
 }
 
 
-uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
-  return atomic_load_explicit(&wheel->tasks.filed, memory_order_relaxed);
-}
-
-
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
-  return UVTW__G_LIVES(
-      atomic_load_explicit(&wheel->tasks.gate, memory_order_relaxed));
-}
-
-
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   const uvtw__tasks_t* tasks;
   uint64_t taken_back;
 
   tasks = &wheel->tasks;
   /* A task cancelled before the loop took it in: its canceller counted. */
-  taken_back = atomic_load_explicit(&tasks->taken_back, memory_order_relaxed);
+  taken_back = uvtw__tasks_taken_back(tasks);
   out->tasks_live = uvtw__tasks_live(wheel);
   out->async_wakeups = tasks->async_wakeups;
   out->tasks_accepted = tasks->accepted + taken_back;
@@ -494,14 +379,13 @@ static void take_from_wheel(uvtw_timer_t* timer, void* arg) {
   node = uvtw__container_of(timer, uvtw__task_t, timer);
   unfile(wheel, node);
   /* Close from this task's own callback: its run's end deals with it. */
-  if (node != uvtw__tls.current_task)
+  if (node != wheel->tasks.running)
     to_final(wheel, node);
 }
 
 
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
-  atomic_fetch_or_explicit(&wheel->tasks.gate, UVTW__G_CLOSING,
-                           memory_order_acq_rel);
+  uvtw__gate_close_begin(&wheel->tasks);
   uvtw__core_walk(&wheel->core, take_from_wheel, wheel);
   uvtw__tasks_flush(wheel);
   /* The rest runs from the async callback, outside the caller's stack;
@@ -513,7 +397,6 @@ void uvtw__tasks_close_begin(uvtw_wheel_t* wheel) {
 
 static void run_finals(uvtw_wheel_t* wheel) {
   uvtw__task_t* node;
-  uint64_t w;
 
   while (!uvtw__list_empty(&wheel->tasks.final)) {
     node =
@@ -523,10 +406,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
     uvtw__live_end(&wheel->tasks);
-    /* Only resets move a CLOSED task's word (their writer count). */
-    w = atomic_load_explicit(&node->state, memory_order_acquire);
-    while (!uvtw__task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
-      ;
+    uvtw__task_final_done(node);
     release_if_idle(wheel, node);
   }
   uvtw__tasks_flush(wheel);
@@ -537,14 +417,13 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
   struct uvtw__link* link;
   uvtw__task_t* node;
-  uint64_t g;
 
   tasks = &wheel->tasks;
   do {
     while (uvtw__tasks_drain(wheel, SIZE_MAX))
       ;
     run_finals(wheel); /* user code: may submit (refused) or cancel */
-  } while (atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL);
+  } while (uvtw__queue_busy(tasks));
   /* Queued threadpool work is cancelled; running work is waited for. */
   for (link = tasks->in_work.next; link != &tasks->in_work; link = link->next) {
     node = uvtw__container_of(link, uvtw__task_t, timer.link_);
@@ -555,17 +434,10 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   }
   if (!uvtw__list_empty(&tasks->in_work))
     return 0; /* after_work_cb calls again */
-  /* Done once no task is live, no call is inside and the queue is empty,
-   * by one CAS: a call that enters later finds UVTW__G_CLOSED.  The gate
-   * is read first: with no task live and no call inside, nothing pushes
-   * any more, so an empty queue means every notice was taken in (and its
-   * cancel counted).  Until then, look again next iteration. */
-  g = atomic_load_explicit(&tasks->gate, memory_order_acquire);
-  if (UVTW__G_CALLS(g) != 0 || UVTW__G_LIVES(g) != 0 ||
-      atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL ||
-      !atomic_compare_exchange_strong_explicit(
-          &tasks->gate, &g, g | UVTW__G_CLOSED, memory_order_acquire,
-          memory_order_relaxed)) {
+  /* Done once no task is live, no call is inside and the queue is empty:
+   * a call that enters later finds G_CLOSED.  Until then, look again next
+   * iteration. */
+  if (!uvtw__gate_close_end(tasks)) {
     uv_async_send(&wheel->async);
     return 0;
   }

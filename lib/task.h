@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the node, its state word and the wheel's task state.
- * What other threads touch, and the rules for it, is task-shared.c; the
- * loop's side (take-in, filing, runs, the threadpool, final calls, close,
- * counts) is task.c, plain single-threaded code. */
+ * Every atomic step, and the rules for them, is task-shared.c; the loop's
+ * side (take-in, filing, runs, final calls, close, counts) is task.c,
+ * single-threaded code that moves a node's state only by task-shared.c's
+ * verbs. */
 
 #ifndef UVTW_TASK_H
 #define UVTW_TASK_H
@@ -22,10 +23,17 @@ typedef struct uvtw__work_s uvtw__work_t;
  * the loop; the remainder waits for the next iteration. */
 #define UVTW__DRAIN_BATCH 4096
 
-/* An id is index << UVTW__GEN_BITS | generation.  Generation 0 is never
- * issued, so id 0 and a never-used node name nothing. */
+/* An id is serial << 52 | index << 24 | generation: the wheel's serial
+ * (task-shared.c, rule 6), the node's index in the table and its
+ * generation.  Generation 0 is never issued, so id 0 and a never-used node
+ * name nothing. */
+#define UVTW__SERIAL_BITS 12
 #define UVTW__INDEX_BITS 28
-#define UVTW__GEN_BITS (64 - UVTW__INDEX_BITS)
+#define UVTW__GEN_BITS 24
+#define UVTW__GEN_MASK (((uint64_t) 1 << UVTW__GEN_BITS) - 1)
+#define UVTW__ID_INDEX(id)                                                     \
+ (((id) >> UVTW__GEN_BITS) & (((uint64_t) 1 << UVTW__INDEX_BITS) - 1))
+#define UVTW__ID_SERIAL(id) ((id) >> (UVTW__GEN_BITS + UVTW__INDEX_BITS))
 /* The free stack's top word: an ABA tag above UVTW__FREE_LINK_BITS, the
  * top node's index + 1 below (0: empty).  The tag has the other 35 bits: a
  * stale CAS succeeds only after a stall through 2^35 pushes and pops. */
@@ -34,7 +42,6 @@ typedef struct uvtw__work_s uvtw__work_t;
  ((uint32_t) ((top) & (((uint64_t) 1 << UVTW__FREE_LINK_BITS) - 1)))
 #define UVTW__FREE_NEXT_TAG(top)                                               \
  ((((top) >> UVTW__FREE_LINK_BITS) + 1) << UVTW__FREE_LINK_BITS)
-#define UVTW__GEN_MASK (((uint64_t) 1 << UVTW__GEN_BITS) - 1)
 
 /* Chunk c of the node table holds UVTW__CHUNK0 << c nodes: 20 chunks
  * address just under 2^28 nodes, and no chunk moves before the wheel is
@@ -56,10 +63,9 @@ enum {
   UVTW__T_CLOSED     /* owed its final UV_ECANCELED call */
 };
 #define UVTW__W_STATE ((uint64_t) 0xf)
-/* Flags: UVTW_THREADPOOL; in the queue, or about to be pushed; taken in
- * by the loop; a reset's deadline not applied yet.  A writer: one
- * uvtw_reset writing `deadline`, or a cancel in unqueue(). */
-#define UVTW__W_WORK ((uint64_t) 0x10)
+/* Flags: in the queue, or about to be pushed; taken in by the loop; a
+ * reset's deadline not applied yet.  A writer: one uvtw_reset writing
+ * `deadline`. */
 #define UVTW__W_INQ ((uint64_t) 0x20)
 #define UVTW__W_TAKEN ((uint64_t) 0x40)
 #define UVTW__W_MOVED ((uint64_t) 0x80)
@@ -74,21 +80,22 @@ enum {
 enum { UVTW__AT_NONE, UVTW__AT_WHEEL, UVTW__AT_WORK, UVTW__AT_FINAL_LIST };
 
 struct uvtw__task_s {
-  /* Shared (task-shared.c). */
+  /* Shared (task-shared.c, rule 2). */
   _Alignas(64) _Atomic uint64_t state;
-  uvtw__task_t* _Atomic next; /* queue link, while UVTW__W_INQ */
-  _Atomic uint64_t deadline;  /* ms: written by submit and by resets */
-  _Atomic uint32_t free_next; /* free stack link: index + 1, 0 at end */
-  uint32_t index;             /* written once, before the node's first push */
-  uvtw_task_cb cb;            /* cb, arg, repeat_ms: written by submit */
-  void* arg;                  /* before the node is published */
+  uvtw__task_t* _Atomic next;  /* queue link, while UVTW__W_INQ */
+  _Atomic uint64_t deadline;   /* ms: written by submit and by resets */
+  _Atomic uint32_t free_next;  /* free stack link: index + 1, 0 at end */
+  uint32_t index;              /* written once, before the node's first push */
+  _Atomic(uv_thread_t) runner; /* the thread of its latest run */
+  uvtw_task_cb cb;             /* cb, arg, repeat_ms, on_pool: written by */
+  void* arg;                   /* submit before the node is published */
   uint64_t repeat_ms;
-  /* The loop's, and gen_end the thread's that frees or makes the node. */
+  uint8_t on_pool; /* UVTW_THREADPOOL */
+  /* The loop's. */
+  uint8_t location; /* AT_* */
+  uint8_t held;     /* accepted by the loop; counted in `held` */
   uvtw_timer_t timer;
-  uint64_t gen_end;   /* end of the generations reserved for its index */
   uvtw__work_t* work; /* while on the threadpool */
-  uint8_t location;   /* AT_* */
-  uint8_t held;       /* accepted by the loop; counted in `held` */
 };
 
 /* The threadpool request of a task, only while it is queued or runs. */
@@ -97,8 +104,8 @@ struct uvtw__work_s {
   uvtw__task_t* node;
   uvtw__work_t* next_free;
   uint64_t dispatch_ms; /* loop time of the run now in flight */
-  uint8_t ran;          /* work_cb ran cb; read in after_work_cb */
-  uint8_t stopped;      /* ended by work_cb after a cancel's UV_EBUSY */
+  uint8_t ran;          /* uvtw__work_cb ran cb; read in after_work_cb */
+  uint8_t stopped;      /* ended by its run after a cancel's UV_EBUSY */
   uint8_t uv_cancel_asked;
 };
 
@@ -124,7 +131,9 @@ typedef struct uvtw__tasks_s {
   char pad3_[64];
   /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;
-  const char* loop_thread; /* the creating (loop) thread's token */
+  uint64_t serial; /* this wheel's serial: the top bits of its ids */
+  /* The thread that last ran the loop's task work (rule 7). */
+  _Atomic(uv_thread_t) loop_thread;
   /* Deadlines count from a virtual wheel's clock, or uv_hrtime() if NULL */
   const _Atomic uint64_t* virtual_clock;
   int precise; /* options.precise: uv_hrtime() rounded up to a ms */
@@ -140,10 +149,11 @@ typedef struct uvtw__tasks_s {
   uvtw__task_t* inbox;  /* taken from the queue, oldest first */
   uint32_t freed_first; /* ended nodes for the free stack: index + 1 */
   uvtw__task_t* freed_last;
-  int holds_loop; /* the async handle is referenced for tasks */
-  int backlog;    /* the queue or the inbox holds entries */
-  int woken;      /* an async callback or a drain has run: tasks may exist */
-  uint64_t held;  /* tasks accepted, not freed */
+  uvtw__task_t* running; /* the task whose callback runs on the loop now */
+  int holds_loop;        /* the async handle is referenced for tasks */
+  int backlog;           /* the queue or the inbox holds entries */
+  int woken;     /* an async callback or a drain has run: tasks may exist */
+  uint64_t held; /* tasks accepted, not freed */
   struct uvtw__link in_work; /* nodes with work on the threadpool */
   struct uvtw__link final;   /* nodes owed their final call */
   uvtw__work_t* free_works;
@@ -157,15 +167,6 @@ typedef struct uvtw__tasks_s {
   uint64_t async_wakeups;
   void (*work_returned)(uvtw_wheel_t* wheel);
 } uvtw__tasks_t;
-
-/* This thread's task state: the task whose callback runs on it (a cancel
- * from inside its own callback), and a token whose address names it. */
-typedef struct {
-  uvtw__task_t* current_task;
-  char token;
-} uvtw__tls_t;
-extern _Thread_local uvtw__tls_t uvtw__tls
-    __attribute__((tls_model("initial-exec")));
 
 static inline uvtw__task_t* uvtw__node_at(const uvtw__tasks_t* tasks,
                                           uint64_t index) {
@@ -183,27 +184,55 @@ static inline uvtw__task_t* uvtw__node_at(const uvtw__tasks_t* tasks,
   return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
 }
 
-/* One CAS of a node's state word (acq_rel; on failure *w is the word). */
-static inline int uvtw__task_cas(uvtw__task_t* node, uint64_t* w, uint64_t n) {
-  return atomic_compare_exchange_weak_explicit(
-      &node->state, w, n, memory_order_acq_rel, memory_order_acquire);
-}
-
-/* The process-wide generation counters: chunk c holds those of the
- * indices of every table's chunk c (task-shared.c, rule 6). */
-extern _Atomic uint64_t* uvtw__gen_chunks[UVTW__CHUNKS];
-
-/* task-shared.c, for the loop: */
-/* Pushes the node (W_INQ set by the caller's CAS); wakes an idle loop. */
-void uvtw__queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node);
-/* Gives an ended node its next generation (or retires it) and chains it
- * for uvtw__tasks_flush to push on the free stack. */
+/* task-shared.c: the verbs, one per move of rule 3, for the loop (task.c).
+ * Each is one atomic step (or a retry loop of one) with its orders. */
+/* The gate: a live task ended (any thread); close begins; close ends (1 if
+ * no call is inside and no task live: G_CLOSED is set). */
+void uvtw__live_end(uvtw__tasks_t* tasks);
+void uvtw__gate_close_begin(uvtw__tasks_t* tasks);
+int uvtw__gate_close_end(uvtw__tasks_t* tasks);
+/* The queue: take the whole stack into the inbox, oldest first; pop the
+ * inbox; 1 if the stack holds entries (a hint, relaxed). */
+void uvtw__queue_take(uvtw__tasks_t* tasks);
+uvtw__task_t* uvtw__inbox_pop(uvtw__tasks_t* tasks);
+int uvtw__queue_busy(uvtw__tasks_t* tasks);
+/* The loop's reads of a node: its word (acquire), its deadline. */
+uint64_t uvtw__task_word(uvtw__task_t* node);
+uint64_t uvtw__task_deadline(uvtw__task_t* node);
+/* Take-in: clears W_INQ, sets W_TAKEN, and W_MOVED unless keep_moved.
+ * Returns the word it moved from. */
+uint64_t uvtw__task_take(uvtw__task_t* node, int keep_moved);
+/* Expiry: PENDING without W_MOVED -> RUNNING (on the loop) or QUEUED
+ * (on_pool): 1, else 0 (a reset or a cancel came first). */
+int uvtw__task_dispatch(uvtw__task_t* node, int on_pool);
+/* Clears W_MOVED of a waiting task; returns the word it saw last. */
+uint64_t uvtw__task_clear_moved(uvtw__task_t* node);
+/* After a run: RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; ends the
+ * live count on DONE.  Returns the word moved from, *to the word moved to
+ * (the word seen, if a cancel from its callback ended it). */
+uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
+                              uvtw__task_t* node,
+                              int closing,
+                              uint64_t* to);
+/* Close: PENDING/QUEUED -> CLOSED (1), else 0; after the final call
+ * CLOSED -> DONE. */
+int uvtw__task_close(uvtw__task_t* node);
+void uvtw__task_final_done(uvtw__task_t* node);
+/* The threadpool run (uv_queue_work's work_cb, on a threadpool thread). */
+void uvtw__work_cb(uv_work_t* req);
+/* The free stack: gives an ended node its next generation (or retires
+ * it) and chains it; the loop pushes the chain after each batch. */
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__free_flush(uvtw__tasks_t* tasks);
-/* A live task ended (any thread). */
-static inline void uvtw__live_end(uvtw__tasks_t* tasks) {
-  atomic_fetch_sub_explicit(&tasks->gate, UVTW__G_LIVE, memory_order_release);
-}
+/* Counts: task timers filed (loop writes, any thread reads), cancels
+ * before take-in, live tasks. */
+void uvtw__tasks_count_filed(uvtw__tasks_t* tasks, int delta);
+uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
+uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks);
+/* Live tasks (any thread): one load of the gate. */
+uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
+/* The loop notes the thread it runs on (rule 7). */
+void uvtw__loop_thread_seen(uvtw__tasks_t* tasks);
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);
 void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
 
@@ -214,8 +243,6 @@ int uvtw__tasks_init(uvtw_wheel_t* wheel,
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
 /* Loop thread: the task counters of uvtw_stats_t. */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
-/* Live tasks (any thread): one load of the gate. */
-uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 /* Loop thread, after each batch of work: frees the ended nodes to the free
  * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
@@ -235,7 +262,6 @@ void uvtw__task_fire(uvtw_timer_t* timer);
 static inline int uvtw__task_owns(const uvtw_timer_t* timer) {
   return timer->cb_ == uvtw__task_fire;
 }
-uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 /* Close, step 1 (wheel.c): refuses submits, takes the task timers out of
  * the wheel and queues their final calls. */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);

@@ -176,24 +176,43 @@ endif()
 if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)
   add_test(NAME lib-calls
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/lib-calls.sh ${CMAKE_NM}
-                   $<TARGET_OBJECTS:uvtw_objects>)
+                   $<TARGET_OBJECTS:uvtw_objects>
+           COMMAND_EXPAND_LISTS)
+endif()
+
+# Every atomic step of the tasks lives in lib/task-shared.c: lib/task.c
+# has none.
+if(UVTW_TASKS)
+  add_test(NAME task-no-atomics
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/task-no-atomics.sh
+                   ${PROJECT_SOURCE_DIR})
 endif()
 
 # The task protocol's Promela model (test/task-protocol.pml) is checked
-# exhaustively by SPIN, and its broken twin must yield a counterexample.
-# Host tools only: spin and a C compiler for pan.c.
+# exhaustively by SPIN in each of its configurations, and its broken twin
+# (-DBROKEN) must yield a counterexample.  Host tools only: spin and a C
+# compiler for pan.c.
 find_program(UVTW_SPIN spin)
 if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
-  foreach(model task-protocol:pass task-protocol-broken:fail)
-    string(REPLACE ":" ";" parts ${model})
+  foreach(config task-protocol:pass:
+                 task-protocol-nodes:pass:-DNODES
+                 task-protocol-resetters:pass:-DRESETTERS
+                 task-protocol-broken:fail:-DBROKEN)
+    string(REPLACE ":" ";" parts ${config})
     list(GET parts 0 name)
     list(GET parts 1 expect)
+    list(LENGTH parts nparts)
+    set(define)
+    if(nparts GREATER 2)
+      list(GET parts 2 define)
+    endif()
     add_test(NAME spin-${name}
              COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/spin-check.sh
                      ${UVTW_SPIN} ${CMAKE_C_COMPILER}
-                     ${CMAKE_CURRENT_SOURCE_DIR}/${name}.pml
-                     ${CMAKE_CURRENT_BINARY_DIR}/spin-${name} ${expect})
-    set_tests_properties(spin-${name} PROPERTIES TIMEOUT 600)
+                     ${CMAKE_CURRENT_SOURCE_DIR}/task-protocol.pml
+                     ${CMAKE_CURRENT_BINARY_DIR}/spin-${name} ${expect}
+                     ${define})
+    set_tests_properties(spin-${name} PROPERTIES TIMEOUT 900)
   endforeach()
 elseif(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   message(STATUS "spin-task-protocol: skipped (no spin)")

@@ -2,24 +2,27 @@
 # SPDX-License-Identifier: MIT
 # Model-checks one Promela model exhaustively with SPIN (safety: assertions
 # and invalid end states): spin -a, cc pan.c, ./pan.
-#   usage: spin-check.sh SPIN CC MODEL.pml WORKDIR pass|fail
+#   usage: spin-check.sh SPIN CC MODEL.pml WORKDIR pass|fail [-DNAME...]
 # "pass": the search completes with no error; "fail": pan reports an error
-# (the broken twin, which must not pass vacuously).
+# (the broken twin, which must not pass vacuously).  The -D options pick
+# the model's configuration (its header lists them).
 set -e
 spin=$1
 cc=$2
 model=$3
 dir=$4
 expect=$5
+shift 5
 mkdir -p "$dir"
 cd "$dir"
 rm -f pan pan.* ./*.trail
 cp "$model" model.pml
-"$spin" -a model.pml
+"$spin" "$@" -a model.pml
 # -w: pan.c's generated code trips GCC's array-bounds warnings.
 "$cc" -O2 -w -DSAFETY -DCOLLAPSE -o pan pan.c
 ./pan -m2000 >pan.out 2>&1 || true
 grep -E "violated|errors:|depth|states, stored|elapsed|total actual" pan.out
+echo "spin-check: $model $* ($expect)"
 errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' pan.out)
 if [ -z "$errors" ]; then
   echo "spin-check: no result from pan" >&2

@@ -1,42 +1,58 @@
 /* SPDX-License-Identifier: MIT */
-/* The cross-thread task protocol of lib/task-shared.c and lib/task.c, for
- * SPIN.  Processes and steps carry the code's names.  One node of the
- * table, used by two tasks in turn (generations 1 and 2): producer1
- * submits task 1, may cancel it, then submits task 2, which gets the node
- * again if the loop or the cancel freed it, on a wheel with max_tasks 0
- * or 1 (UV_ENOSPC); producer2 holds task 1's id and resets and cancels it
- * at any moment, also after task 1 ended and task 2 took the node (a
- * stale id).  The loop takes the queue in, fires the task's timer (time
- * moves by steps of the loop), runs it or hands it to pool_thread, and
- * closes the wheel at any moment, racing both producers; a run's callback
- * may cancel its own task.  (A reset from the task's own callback takes
- * the path of producer2's reset during a run; two racing resetters are
- * left out: they alone took 15.4M states, past the test's time budget.)
+/* The cross-thread task protocol of lib/task-shared.c (its rules 1-5 and
+ * the verbs task.c calls), for SPIN.  Steps carry the code's names.  Two
+ * nodes of the table; the queue is the stack of nodes pushed (up to both)
+ * and the inbox the loop took in; the free stack is a Treiber stack of
+ * node indices with its ABA tag, popped by every submit and pushed by the
+ * loop.  Each read-modify-write of the code is one atomic step, and so is
+ * each CAS retry loop at its successful CAS where what it computes depends
+ * on the word only; with two poppers (NODES: producer1 and the loop) the
+ * free stack's pop and push are three steps each (load the top, read or
+ * write free_next, CAS top and tag).
  *
- * Each read-modify-write of the code is one atomic step, and so is each
- * CAS retry loop, at its successful CAS (what it computes depends on the
- * word only); plain loads and stores between them are steps of their own.
+ * Two configurations (spin -D), each checked exhaustively by the suite:
+ *   NODES (default)  producer1 submits task A, may cancel it, then submits
+ *           task B (on a wheel with max_tasks 0, or 1 and then the loop
+ *           submits nothing: UV_ENOSPC); producer2
+ *           holds A's id and resets it, then resets or cancels it, also
+ *           after A ended and its node was reused (a stale id); the loop
+ *           submits task C itself at any moment (a submit on the loop
+ *           thread), takes the queue in, fires timers (time moves by
+ *           steps of the loop), runs loop tasks or hands them to
+ *           pool_thread, and closes the wheel at any moment; a run's
+ *           callback may cancel its own task.
+ *   RESETTERS  two resetters: producer1 submits A and may cancel it;
+ *           producer2 as above; producer3 resets A once more, racing
+ *           producer2's resets; no task B or C.
+ * The loop pushes each freed node at once (the code chains them and
+ * pushes the chain after the batch: the same CAS, later).  Wake-ups
+ * (uv_async_send) and the loop's references are not modelled: they are
+ * rule 4's argument and test-task-liveness's.
  *
  * Properties (assertions):
  *   - every accepted task ends exactly once: a run of a one-shot, a cancel
- *     that returned 0 or UV_EBUSY, or its final call (ends[]; checked when
- *     all processes are done);
+ *     that returned 0 or UV_EBUSY, or its final call (checked when all
+ *     processes are done);
  *   - no run starts after a cancel returned 0, and none before the
  *     deadline of a reset that returned 0 (or UV_EBUSY: the next run);
  *   - an id never moves another task: a reset's deadline store hits the
- *     task of its id, and the loop reads only deadlines its task's calls
- *     wrote; the node is in the queue at most once;
+ *     task of its id, and the loop files only deadlines its task's calls
+ *     wrote; a node is in the queue at most once;
+ *   - the free stack hands out only free nodes (the tag makes a stale CAS
+ *     fail), and a node is freed only once nothing refers to it;
  *   - close does not finish while a call is inside or a task is live, no
  *     call writes the wheel's shared state after it, and a submit racing
- *     close returns UV_ECANCELED or its task gets its final call (by the
- *     first rule);
- *   - the stats count every cancel that returned 0 or UV_EBUSY once
- *     (taken_back, or the loop's count), also when close races it;
+ *     close returns UV_ECANCELED or its task gets its final call;
+ *   - the stats count every cancel that returned 0 or UV_EBUSY once;
  *   - after a cancel returned 0, the same thread's submit is not refused
  *     with UV_ENOSPC on a wheel with max_tasks 1.
  *
- * A broken twin, test/task-protocol-broken.pml, differs in one rule (its
- * header says which); SPIN must find a counterexample in it. */
+ * The broken twin (-DBROKEN, the suite's spin-task-protocol-broken) lets
+ * uvtw_reset check the task's generation and store its deadline without
+ * holding the node as a writer (no writers + 1 around the store), so the
+ * loop may free the node and a new task take it between the check and the
+ * store: a stale id moves another task.  SPIN must report the violated
+ * assertion. */
 
 #define FREE 0
 #define PENDING 1
@@ -54,7 +70,7 @@
 
 #define W_NONE 0    /* no threadpool request */
 #define W_QUEUED 1  /* uv_queue_work'ed, not started */
-#define W_STARTED 2 /* a pool thread runs work_cb */
+#define W_STARTED 2 /* a pool thread runs uvtw__work_cb */
 #define W_DONE 3    /* after_work_cb is due */
 #define W_UV_CANCELED 4
 
@@ -68,67 +84,83 @@
 
 #define MAXT 2
 #define CAP(t) ((t) > MAXT -> MAXT : (t))
+#define NN 2
+/* A task: its node and generation. */
+#define TK(n, g) ((n) * 4 + (g))
 
-/* The node's state word: generation, state, flags, writers. */
-byte gen = 1;
-byte st = FREE;
-bool inq;
-bool taken;
-bool moved;
-bool pool;
-byte writers;
-bool repeating; /* written by submit before publishing */
+/* The nodes' state words: generation, state, flags, writers. */
+byte gen[NN];
+byte st[NN];
+bool inq[NN];
+bool taken[NN];
+bool moved[NN];
+bool pool[NN];
+byte writers[NN];
+bool repeating[NN]; /* written by submit before publishing */
 /* node->deadline, and the generation of the call that wrote it */
-byte dl;
-byte dl_gen;
+byte dl[NN];
+byte dl_gen[NN];
 /* The gate. */
 bool g_closing;
 bool g_closed;
 byte g_calls;
 byte g_live;
-/* The queue: entries in the stack, and the one the loop holds. */
-byte qlen;
-bool inbox;
-bool node_free = true; /* on the free stack */
-/* The loop's (and the pool request's). */
-byte loc = AT_NONE;
-byte fdl; /* the filed timer's deadline */
+/* The queue: nodes in the stack, and those the loop took in. */
+bool instack[NN];
+bool inbox[NN];
+/* The free stack: top (index + 1, 0 empty), its tag, the links. */
+byte top_link;
+byte top_tag;
+byte free_next[NN];
+/* The loop's (and the pool requests'). */
+byte loc[NN];
+byte fdl[NN]; /* the filed timer's deadline */
 byte now;
-byte wq = W_NONE;
-bool wran;
+byte wq[NN];
 bool close_done;
 byte pdone;
-bool held;     /* node->held: accepted by the loop, not freed */
+bool held[NN]; /* node->held: accepted by the loop, not freed */
 byte counted;  /* cancels counted: taken_back, the loop's cancelled */
 /* For the properties. */
-byte ends[4];
-bool accepted[4];
-bool cancelled0[4];
-byte promised[4];
+byte ends[8];
+bool accepted[8];
+bool cancelled0[8];
+byte promised[8];
+byte a_node; /* task A's id, once producer1 has it (a_known) */
+byte a_gen;
 bool a_known;
 byte cancels; /* cancels that returned 0 or UV_EBUSY */
+bool capped; /* task B's submit on a wheel with max_tasks 1: no task C */
 
-inline push() {
+#if defined(RESETTERS)
+#define PRODUCERS 3
+#elif defined(NODES)
+#define PRODUCERS 1
+#else
+#define PRODUCERS 2
+#endif
+
+inline push(n) {
   atomic {
     assert(!close_done);
-    assert(qlen + inbox == 0); /* at most once in the queue */
-    qlen++
+    assert(!instack[n] && !inbox[n]); /* at most once in the queue */
+    instack[n] = 1
   }
 }
 
-inline end_task(g) {
-  ends[g]++;
-  assert(ends[g] == 1)
+inline end_task(t) {
+  ends[t]++;
+  assert(ends[t] == 1)
 }
 
 /* A run starts (loop or pool thread). */
-inline run_starts() {
-  assert(!cancelled0[gen]);
-  assert(now >= promised[gen]);
-  promised[gen] = 0
+inline run_starts(n) {
+  assert(!cancelled0[TK(n, gen[n])]);
+  assert(now >= promised[TK(n, gen[n])]);
+  promised[TK(n, gen[n])] = 0
 }
 
-inline enter(res) {
+inline gate_enter_reset(res) {
   atomic {
     if
     :: g_closed -> res = ENOENT
@@ -137,7 +169,7 @@ inline enter(res) {
   }
 }
 
-inline leave(sub_live) {
+inline gate_leave(sub_live) {
   atomic {
     assert(g_calls > 0);
     g_calls--;
@@ -148,15 +180,80 @@ inline leave(sub_live) {
   }
 }
 
-/* capped: on a wheel with max_tasks 1, a CAS that refuses first; else
+#ifdef NODES
+/* free_pop: the top, its free_next, a CAS of top and tag. */
+inline free_pop(n, res) {
+  do
+  :: atomic { t_link = top_link; t_tag = top_tag };
+    if
+    :: t_link == 0 -> res = ENOMEM; break
+    :: else
+    fi;
+    t_next = free_next[t_link - 1];
+    atomic {
+      if
+      :: top_link == t_link && top_tag == t_tag ->
+        top_link = t_next;
+        top_tag++;
+        n = t_link - 1;
+        ok = 1
+      :: else -> ok = 0
+      fi
+    }
+    if
+    :: ok -> break
+    :: else
+    fi
+  od
+}
+
+/* free_push of one node (the loop). */
+inline free_push(n) {
+  do
+  :: atomic { t_link = top_link; t_tag = top_tag };
+    free_next[n] = t_link;
+    atomic {
+      if
+      :: top_link == t_link && top_tag == t_tag ->
+        top_link = n + 1;
+        top_tag++;
+        ok = 1
+      :: else -> ok = 0
+      fi
+    }
+    if
+    :: ok -> break
+    :: else
+    fi
+  od
+}
+#else
+/* One popper (producer1) and one pusher (the loop): a pop whose CAS
+ * fails because a push came between its steps retries and ends as if it
+ * had come after the push, so each is one step here. */
+inline free_pop(n, res) {
+  atomic {
+    if
+    :: top_link == 0 -> res = ENOMEM
+    :: else -> n = top_link - 1; top_link = free_next[n]; top_tag++
+    fi
+  }
+}
+
+inline free_push(n) {
+  atomic { free_next[n] = top_link; top_link = n + 1; top_tag++ }
+}
+#endif
+
+/* capped: on a wheel with max_tasks 1, gate_enter_bounded's CAS; else
  * (max_tasks 0) a fetch_add, undone if close has begun. */
-inline uvtw_submit(res, mygen, is_pool, is_rep, capped) {
+inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
   if
   :: capped ->
     atomic {
       if
       :: g_closing -> res = ECANCELED
-      :: !g_closing && g_live >= 1 -> res = ENOSPC
+      :: !g_closing && g_live >= 1 -> res = ENOSPC /* max_tasks 1 */
       :: else -> g_calls++; g_live++; res = OK
       fi
     }
@@ -167,115 +264,70 @@ inline uvtw_submit(res, mygen, is_pool, is_rep, capped) {
       res = (g_closing -> ECANCELED : OK)
     };
     if
-    :: res == ECANCELED -> leave(1) /* undone */
+    :: res == ECANCELED -> gate_leave(1) /* undone */
     :: else
     fi
   fi;
   if
   :: res == OK ->
-    atomic { /* free_pop */
-      assert(!close_done);
-      if
-      :: node_free -> node_free = false; mygen = gen
-      :: else -> res = ENOMEM
-      fi
-    }
+    free_pop(n, res);
     if
-    :: res == ENOMEM -> leave(1)
+    :: res == ENOMEM -> gate_leave(1)
     :: else ->
-      d_step {
-        assert(st == FREE);
-        pool = is_pool;
-        repeating = is_rep;
-        dl = CAP(now + 1);
-        dl_gen = mygen;
-        st = PENDING;
-        inq = 1;
-        taken = 0;
-        moved = 0
+      d_step { /* the owner's stores, then publish */
+        assert(!close_done);
+        assert(st[n] == FREE && !instack[n] && !inbox[n] && writers[n] == 0);
+        pool[n] = is_pool;
+        repeating[n] = is_rep;
+        dl[n] = CAP(now + 1);
+        dl_gen[n] = gen[n];
+        st[n] = PENDING;
+        inq[n] = 1;
+        taken[n] = 0;
+        moved[n] = 0;
+        mygen = gen[n];
+        accepted[TK(n, mygen)] = 1
       }
-      accepted[mygen] = 1;
-      push();
-      leave(0)
+      push(n);
+      gate_leave(0)
     fi
   :: else
   fi
 }
 
-/* unqueue(): the cancel holds the node as a writer; pops it if it is on
- * top of the queue (the model's one node: in the stack, not taken by the
- * loop's exchange), and frees it. */
-inline unqueue() {
-  atomic {
-    if
-    :: qlen == 1 -> qlen = 0; ok = 1
-    :: else -> ok = 0
-    fi
-  }
-  if
-  :: ok ->
-    atomic { /* no other thread can move the word */
-      assert(!close_done && writers == 1 && st == CANCELLED && inq && !taken);
-      gen++;
-      st = FREE;
-      inq = 0;
-      writers = 0;
-      moved = 0
-    }
-    node_free = true /* free_push */
-  :: else ->
-    atomic { /* let go, with a notice if the loop took it in meanwhile */
-      writers--;
-      mypush = 0;
-      if
-      :: taken && !inq -> inq = 1; mypush = 1
-      :: else
-      fi
-    }
-    if
-    :: mypush -> push()
-    :: else
-    fi
-  fi
-}
-
 /* No gate: a cancel that ends a task holds its live count until its last
  * step.  cur: called from the task's own callback. */
-inline uvtw_cancel(idgen, res, cur) {
+inline uvtw_cancel(n, idgen, res, cur) {
   atomic {
     mypush = 0;
-    hold = 0;
     if
-    :: gen == idgen && (st == PENDING || st == QUEUED ||
-                        (st == RUNNING && cur && repeating)) ->
+    :: gen[n] == idgen && (st[n] == PENDING || st[n] == QUEUED ||
+                           (st[n] == RUNNING && cur && repeating[n])) ->
       assert(!close_done);
-      st = CANCELLED;
+      st[n] = CANCELLED;
       res = OK;
       cancels++;
-      cancelled0[idgen] = 1;
-      end_task(idgen);
+      cancelled0[TK(n, idgen)] = 1;
+      end_task(TK(n, idgen));
       if
-      :: !taken -> counted++ /* taken_back */
+      :: !taken[n] -> counted++ /* taken_back */
       :: else
       fi;
       if
-      :: taken && !inq -> inq = 1; mypush = 1
-      :: !taken && writers == 0 -> writers++; hold = 1 /* head == node */
-      :: !taken && writers == 0 /* not on top */
+      :: taken[n] && !inq[n] -> inq[n] = 1; mypush = 1
       :: else
       fi
-    :: gen == idgen && st == RUNNING && !cur ->
+    :: gen[n] == idgen && st[n] == RUNNING && !cur ->
       assert(!close_done);
-      st = STOPPING;
+      st[n] = STOPPING;
       res = EBUSY;
       cancels++;
-      end_task(idgen)
+      end_task(TK(n, idgen))
     :: else -> res = ENOENT
     fi
   }
   if
-  :: hold -> unqueue()
-  :: mypush -> push()
+  :: mypush -> push(n)
   :: else
   fi;
   if
@@ -284,72 +336,81 @@ inline uvtw_cancel(idgen, res, cur) {
   fi
 }
 
-inline uvtw_reset(idgen, res) {
+inline uvtw_reset(n, idgen, res) {
   d = CAP(now + 2);
-  enter(res);
+  gate_enter_reset(res);
   if
   :: res == INSIDE ->
     atomic { /* hold the node as a writer */
       assert(!close_done);
       if
-      :: gen == idgen && st >= PENDING && st <= RUNNING -> writers++
+      :: gen[n] == idgen && st[n] >= PENDING && st[n] <= RUNNING ->
+#ifdef BROKEN
+        skip
+#else
+        writers[n]++
+#endif
       :: else -> res = ENOENT
       fi
     }
     if
     :: res == INSIDE ->
       atomic { /* the deadline store */
-        assert(gen == idgen);
-        dl = d;
-        dl_gen = idgen
+        assert(gen[n] == idgen);
+        dl[n] = d;
+        dl_gen[n] = idgen
       }
-      atomic { /* let go */
+      atomic { /* let_go */
         assert(!close_done);
-        writers--;
+#ifndef BROKEN
+        writers[n]--;
+#endif
         mypush = 0;
         if
-        :: st >= PENDING && st <= RUNNING ->
-          res = (st == RUNNING -> EBUSY : OK);
+        :: st[n] >= PENDING && st[n] <= RUNNING ->
+          res = (st[n] == RUNNING -> EBUSY : OK);
           if
-          :: st == QUEUED -> st = PENDING
+          :: st[n] == QUEUED -> st[n] = PENDING
           :: else
           fi;
-          moved = 1;
+          moved[n] = 1;
           if
-          :: res == OK || repeating -> promised[idgen] = d
+          :: res == OK || repeating[n] -> promised[TK(n, idgen)] = d
           :: else
           fi
         :: else -> res = ENOENT
         fi;
         if
-        :: taken && !inq && (res != ENOENT || writers == 0) ->
-          inq = 1;
+        :: taken[n] && !inq[n] && (res != ENOENT || writers[n] == 0) ->
+          inq[n] = 1;
           mypush = 1
         :: else
         fi
       }
       if
-      :: mypush -> push()
+      :: mypush -> push(n)
       :: else
       fi
     :: else
     fi;
-    leave(0)
+    gate_leave(0)
   :: else
   fi
 }
 
 proctype producer1() {
   byte res;
+  byte n;
   byte g;
+  byte n2;
   byte g2;
-  byte d;
   bool mypush;
-  bool hold;
   bool ok;
+  byte t_link;
+  byte t_tag;
+  byte t_next;
   bool is_pool;
   bool is_rep;
-  bool capped;
   bool c_ok;
 
   if
@@ -360,237 +421,266 @@ proctype producer1() {
   :: is_rep = 0
   :: is_rep = 1
   fi;
-  uvtw_submit(res, g, is_pool, is_rep, 0);
+  uvtw_submit(res, n, g, is_pool, is_rep, 0);
+  atomic {
+    if
+    :: res == OK -> a_node = n; a_gen = g
+    :: else -> a_gen = 0
+    fi;
+    a_known = 1
+  }
+#ifndef RESETTERS
   if
-  :: res == OK -> a_known = 1
-  :: else -> a_known = 1; g = 0
-  fi;
-  if
-  :: g != 0 -> skip; uvtw_cancel(g, res, 0); c_ok = (res == OK)
+  :: res == OK -> skip; uvtw_cancel(n, g, res, 0); c_ok = (res == OK)
   :: skip
   fi;
-  /* The second submit as on a wheel with max_tasks 1, or 0: the first
-   * takes either path alike (nothing else submits). */
-  if
-  :: capped = 0
-  :: capped = 1
-  fi;
-  uvtw_submit(res, g2, 0, 0, capped);
+#endif
+#ifndef RESETTERS
+  /* The second submit as on a wheel with max_tasks 1, or 0. */
+  uvtw_submit(res, n2, g2, 0, 0, capped);
   /* A cancel that returned 0 freed the task's place. */
   assert(!(c_ok && res == ENOSPC));
+#endif
   pdone++
 }
 
-proctype producer2() {
+/* Holds A's id: resets it, then resets or cancels it (op). */
+proctype resetter(bool one) {
   byte op;
   byte res;
   byte d;
   bool mypush;
-  bool hold;
-  bool ok;
 
   a_known;
-  uvtw_reset(1, res);
+  if
+  :: a_gen == 0 -> goto out
+  :: else
+  fi;
+  uvtw_reset(a_node, a_gen, res);
+  if
+  :: one -> goto out
+  :: else
+  fi;
   /* (A choice first: an option must not begin with an atomic step that
    * holds an else.) */
+#ifdef RESETTERS
   if
   :: op = 0
   :: op = 1
   fi;
+#else
+  op = 1; /* a reset racing a reset: RESETTERS */
+#endif
   if
-  :: op == 0 -> uvtw_reset(1, res)
-  :: else -> uvtw_cancel(1, res, 0)
+  :: op == 0 -> uvtw_reset(a_node, a_gen, res)
+  :: else -> uvtw_cancel(a_node, a_gen, res, 0)
   fi;
+out:
   pdone++
 }
 
-/* release_if_idle: frees an ended node nothing refers to. */
-inline release_if_idle() {
+/* release_if_idle: frees an ended node nothing refers to
+ * (uvtw__node_free, then the free stack). */
+inline release_if_idle(n) {
   if
-  :: loc == AT_NONE && !inq && writers == 0 &&
-     (st == CANCELLED || st == DONE) ->
+  :: loc[n] == AT_NONE && !inq[n] && writers[n] == 0 &&
+     (st[n] == CANCELLED || st[n] == DONE) ->
     atomic { /* uvtw__node_free's plain store: nobody can move it */
-      assert(!inq && writers == 0 && (st == CANCELLED || st == DONE));
+      assert(!inq[n] && writers[n] == 0 &&
+             (st[n] == CANCELLED || st[n] == DONE));
       if
-      :: held && st == CANCELLED -> counted++ /* a cancel counted it not */
+      :: held[n] && st[n] == CANCELLED -> counted++ /* a cancel counted it not */
       :: else
       fi;
-      held = 0;
-      gen++;
-      st = FREE;
-      taken = 0;
-      moved = 0
+      held[n] = 0;
+      gen[n]++;
+      st[n] = FREE;
+      taken[n] = 0;
+      moved[n] = 0
     }
-    node_free = true /* uvtw__free_flush */
+    free_push(n)
   :: else
   fi
 }
 
-inline to_final() {
+/* uvtw__task_close, or a free if a cancel ended it first. */
+inline to_final(n) {
   atomic {
     if
-    :: st == PENDING || st == QUEUED -> st = CLOSED; ok = 1
+    :: st[n] == PENDING || st[n] == QUEUED -> st[n] = CLOSED; ok = 1
     :: else -> ok = 0
     fi
   }
   if
-  :: ok -> loc = AT_FINAL_LIST
-  :: else -> release_if_idle()
+  :: ok -> loc[n] = AT_FINAL_LIST
+  :: else -> release_if_idle(n)
   fi
 }
 
-inline file_at_deadline() {
-  assert(dl_gen == gen);
-  fdl = dl;
-  loc = AT_WHEEL
+inline file_at_deadline(n) {
+  assert(dl_gen[n] == gen[n]);
+  fdl[n] = dl[n];
+  loc[n] = AT_WHEEL
 }
 
-inline take() {
+/* uvtw__task_take, then what take() does with the word it saw. */
+inline take(n) {
   atomic {
-    assert(inbox);
-    inbox = 0;
-    w_st = st;
-    w_taken = taken;
-    w_moved = moved;
-    inq = 0;
-    taken = 1;
+    assert(inbox[n]);
+    inbox[n] = 0;
+    w_st = st[n];
+    w_taken = taken[n];
+    w_moved = moved[n];
+    inq[n] = 0;
+    taken[n] = 1;
     if
-    :: loc != AT_WORK -> moved = 0
+    :: loc[n] != AT_WORK -> moved[n] = 0
     :: else
     fi;
     if
-    :: !w_taken && w_st == PENDING -> held = 1
+    :: !w_taken && w_st == PENDING -> held[n] = 1
     :: else
     fi
   }
   if
-  :: w_st == PENDING && loc == AT_WORK
-  :: w_st == PENDING && loc != AT_WORK && g_closing -> to_final()
-  :: w_st == PENDING && loc != AT_WORK && !g_closing && (!w_taken || w_moved) ->
-    file_at_deadline()
-  :: w_st == PENDING && loc != AT_WORK && !g_closing && w_taken && !w_moved
+  :: w_st == PENDING && loc[n] == AT_WORK
+  :: w_st == PENDING && loc[n] != AT_WORK && g_closing -> to_final(n)
+  :: w_st == PENDING && loc[n] != AT_WORK && !g_closing &&
+     (!w_taken || w_moved) -> file_at_deadline(n)
+  :: w_st == PENDING && loc[n] != AT_WORK && !g_closing && w_taken && !w_moved
   :: w_st == CANCELLED || w_st == DONE ->
     if
-    :: loc == AT_WHEEL -> loc = AT_NONE
+    :: loc[n] == AT_WHEEL -> loc[n] = AT_NONE
     :: else
     fi;
-    release_if_idle()
+    release_if_idle(n)
   :: else
   fi
 }
 
-/* uvtw__task_fire: the timer came due. */
-inline fire() {
+/* uvtw__task_fire: the timer came due (uvtw__task_dispatch, the run,
+ * uvtw__task_after_run, uvtw__task_clear_moved). */
+inline fire(n) {
   atomic {
     if
-    :: st != PENDING -> act = 0
-    :: st == PENDING && moved -> moved = 0; act = 1
-    :: st == PENDING && !moved && pool -> act = 2; st = QUEUED
-    :: st == PENDING && !moved && !pool ->
+    :: st[n] != PENDING -> act = 0
+    :: st[n] == PENDING && moved[n] -> moved[n] = 0; act = 1
+    :: st[n] == PENDING && !moved[n] && pool[n] -> act = 2; st[n] = QUEUED
+    :: st[n] == PENDING && !moved[n] && !pool[n] ->
       act = 2;
-      st = RUNNING;
-      run_starts() /* the run starts with this CAS */
+      st[n] = RUNNING;
+      run_starts(n) /* the run starts with this CAS */
     fi
   }
   if
-  :: act == 0 -> loc = AT_NONE; release_if_idle()
-  :: act == 1 -> file_at_deadline()
-  :: act == 2 && pool -> loc = AT_WORK; wran = 0; wq = W_QUEUED
-  :: act == 2 && !pool ->
+  :: act == 0 -> loc[n] = AT_NONE; release_if_idle(n)
+  :: act == 1 -> file_at_deadline(n)
+  :: act == 2 && pool[n] -> loc[n] = AT_WORK; wq[n] = W_QUEUED
+  :: act == 2 && !pool[n] ->
     /* The pass re-filed a repeating timer before the run. */
     if
-    :: repeating -> fdl = CAP(now + 1)
-    :: else -> loc = AT_NONE
+    :: repeating[n] -> fdl[n] = CAP(now + 1)
+    :: else -> loc[n] = AT_NONE
     fi;
     /* The callback may cancel its own task. */
     if
     :: skip
-    :: skip; uvtw_cancel(gen, cres, 1)
+    :: skip; uvtw_cancel(n, gen[n], cres, 1)
     fi;
-    atomic { /* after_run */
+    atomic { /* uvtw__task_after_run */
       if
-      :: st == RUNNING && !repeating ->
-        st = DONE; end_task(gen); g_live--
-      :: st == RUNNING && repeating -> st = PENDING
-      :: st == STOPPING -> st = DONE; g_live--; counted++
+      :: st[n] == RUNNING && !repeating[n] ->
+        st[n] = DONE; end_task(TK(n, gen[n])); g_live--
+      :: st[n] == RUNNING && repeating[n] -> st[n] = PENDING
+      :: st[n] == STOPPING -> st[n] = DONE; g_live--; counted++
       :: else /* cancelled from its own callback */
-      fi
+      fi;
+      w_st = st[n]
     }
-    w_st = st;
     if
     :: w_st == PENDING ->
-      atomic { /* clear_moved */
+      atomic { /* uvtw__task_clear_moved */
         if
-        :: st == PENDING && moved -> moved = 0; act = 1
+        :: st[n] == PENDING && moved[n] -> moved[n] = 0; act = 1
         :: else -> act = 0 /* no reset, or a cancel won first */
         fi
       }
       if
-      :: act == 1 -> file_at_deadline()
+      :: act == 1 -> file_at_deadline(n)
       :: else
       fi
-    :: else -> loc = AT_NONE; release_if_idle()
+    :: else -> loc[n] = AT_NONE; release_if_idle(n)
     fi
   fi
 }
 
-inline after_work_cb() {
-  loc = AT_NONE;
-  status = (wq == W_UV_CANCELED -> ECANCELED : OK);
-  wq = W_NONE;
+inline after_work_cb(n) {
+  loc[n] = AT_NONE;
+  status = (wq[n] == W_UV_CANCELED -> ECANCELED : OK);
+  wq[n] = W_NONE;
   act = 2;
   if
   :: status == OK && !g_closing ->
-    atomic { /* clear_moved */
+    atomic { /* uvtw__task_clear_moved */
       if
-      :: st == PENDING && moved -> moved = 0; act = 1
-      :: st == PENDING && !moved -> act = 0
+      :: st[n] == PENDING && moved[n] -> moved[n] = 0; act = 1
+      :: st[n] == PENDING && !moved[n] -> act = 0
       :: else
       fi
     }
   :: else
   fi;
   if
-  :: act == 1 -> file_at_deadline()
-  :: act == 0 -> fdl = CAP(now + 1); loc = AT_WHEEL
+  :: act == 1 -> file_at_deadline(n)
+  :: act == 0 -> fdl[n] = CAP(now + 1); loc[n] = AT_WHEEL
   :: act == 2 ->
     if
-    :: g_closing -> to_final()
-    :: else -> release_if_idle()
+    :: g_closing -> to_final(n)
+    :: else -> release_if_idle(n)
     fi
   fi
 }
 
 inline close_begin() {
-  atomic { g_closing = 1 };
+  atomic { g_closing = 1 }; /* uvtw__gate_close_begin */
   if
-  :: loc == AT_WHEEL -> loc = AT_NONE; to_final()
+  :: loc[0] == AT_WHEEL -> loc[0] = AT_NONE; to_final(0)
+  :: else
+  fi;
+  if
+  :: loc[1] == AT_WHEEL -> loc[1] = AT_NONE; to_final(1)
   :: else
   fi
 }
 
-inline run_finals() {
-  loc = AT_NONE;
-  end_task(gen); /* cb(arg, UV_ECANCELED) */
+inline run_finals(n) {
+  loc[n] = AT_NONE;
+  end_task(TK(n, gen[n])); /* cb(arg, UV_ECANCELED) */
   g_live--;
-  atomic { assert(st == CLOSED); st = DONE };
-  release_if_idle()
+  atomic { assert(st[n] == CLOSED); st[n] = DONE }; /* final_done */
+  release_if_idle(n)
 }
 
 inline close_step() {
   atomic {
     if
-    :: wq == W_QUEUED -> wq = W_UV_CANCELED /* uv_cancel */
+    :: wq[0] == W_QUEUED -> wq[0] = W_UV_CANCELED /* uv_cancel */
     :: else
     fi
   }
-  /* The gate first, then the queue, then the CAS (which compares the
-   * word it read). */
+  atomic {
+    if
+    :: wq[1] == W_QUEUED -> wq[1] = W_UV_CANCELED
+    :: else
+    fi
+  }
+  /* uvtw__gate_close_end: the gate, then the queue, then the CAS (which
+   * compares the word it read). */
   if
-  :: wq == W_NONE && loc != AT_FINAL_LIST ->
+  :: wq[0] == W_NONE && wq[1] == W_NONE ->
     atomic { ok = (g_calls == 0 && g_live == 0) }
     if
-    :: ok && qlen == 0 ->
+    :: ok && !instack[0] && !instack[1] ->
       atomic {
         if
         :: g_calls == 0 && g_live == 0 -> g_closed = 1; close_done = 1
@@ -603,40 +693,43 @@ inline close_step() {
   fi
 }
 
+/* uvtw__work_cb and the rest of a threadpool thread's work on node n. */
+inline pool_run(n) {
+  atomic { /* QUEUED -> RUNNING */
+    if
+    :: st[n] == QUEUED -> st[n] = RUNNING; go = 1; run_starts(n)
+    :: else -> go = 0
+    fi
+  }
+  if
+  :: go ->
+    if /* the callback may cancel its own task */
+    :: skip
+    :: skip; uvtw_cancel(n, gen[n], cres, 1)
+    fi;
+    atomic { /* uvtw__task_after_run */
+      if
+      :: st[n] == RUNNING && !repeating[n] ->
+        st[n] = DONE; end_task(TK(n, gen[n])); g_live--
+      :: st[n] == RUNNING && repeating[n] -> st[n] = PENDING
+      :: st[n] == STOPPING -> st[n] = DONE; g_live--; counted++
+      :: else /* cancelled from its own callback */
+      fi
+    }
+  :: else
+  fi;
+  wq[n] = W_DONE
+}
+
 proctype pool_thread() {
   bool go;
   byte cres;
   bool mypush;
-  bool hold;
-  bool ok;
 
   do
-  :: atomic { wq == W_QUEUED -> wq = W_STARTED }
-    atomic { /* work_cb */
-      if
-      :: st == QUEUED -> st = RUNNING; go = 1; run_starts()
-      :: else -> go = 0
-      fi
-    }
-    if
-    :: go ->
-      if /* the callback may cancel its own task */
-      :: skip
-      :: skip; uvtw_cancel(gen, cres, 1)
-      fi;
-      wran = 1;
-      atomic { /* after_run */
-        if
-        :: st == RUNNING && !repeating -> st = DONE; end_task(gen); g_live--
-        :: st == RUNNING && repeating -> st = PENDING
-        :: st == STOPPING -> st = DONE; g_live--; counted++
-        :: else /* cancelled from its own callback */
-        fi
-      }
-    :: else
-    fi;
-    wq = W_DONE
-  :: close_done && wq == W_NONE -> break
+  :: atomic { wq[0] == W_QUEUED -> wq[0] = W_STARTED }; pool_run(0)
+  :: atomic { wq[1] == W_QUEUED -> wq[1] = W_STARTED }; pool_run(1)
+  :: close_done && wq[0] == W_NONE && wq[1] == W_NONE -> break
   od
 }
 
@@ -649,22 +742,46 @@ proctype loop() {
   bool ok;
   byte cres;
   bool mypush;
-  bool hold;
+  byte t_link;
+  byte t_tag;
+  byte t_next;
+  byte res;
+  byte cn;
+  byte cg;
+  bool c_tried;
 
   do
-  :: atomic { qlen > 0 && !inbox -> qlen--; inbox = 1 }; take()
-  :: loc == AT_WHEEL && fdl <= now -> fire()
-  :: loc == AT_FINAL_LIST -> run_finals()
-  :: wq == W_DONE || wq == W_UV_CANCELED -> after_work_cb()
+  :: atomic {
+      (instack[0] || instack[1]) && !inbox[0] && !inbox[1] ->
+      inbox[0] = instack[0]; /* uvtw__queue_take: the whole stack */
+      inbox[1] = instack[1];
+      instack[0] = 0;
+      instack[1] = 0
+    }
+  :: inbox[0] -> take(0)
+  :: inbox[1] -> take(1)
+  :: loc[0] == AT_WHEEL && fdl[0] <= now -> fire(0)
+  :: loc[1] == AT_WHEEL && fdl[1] <= now -> fire(1)
+  :: loc[0] == AT_FINAL_LIST -> run_finals(0)
+  :: loc[1] == AT_FINAL_LIST -> run_finals(1)
+  :: wq[0] == W_DONE || wq[0] == W_UV_CANCELED -> after_work_cb(0)
+  :: wq[1] == W_DONE || wq[1] == W_UV_CANCELED -> after_work_cb(1)
   :: now < MAXT -> now++
+#ifdef NODES
+  /* A submit on the loop thread (task C). */
+  :: !c_tried && !capped -> c_tried = 1; uvtw_submit(res, cn, cg, 0, 0, 0)
+#endif
   :: !g_closing -> close_begin()
-  :: g_closing && !close_done && qlen == 0 && !inbox &&
-     loc != AT_FINAL_LIST -> close_step()
+  :: g_closing && !close_done && !instack[0] && !instack[1] && !inbox[0] &&
+     !inbox[1] && loc[0] != AT_FINAL_LIST && loc[1] != AT_FINAL_LIST ->
+    close_step()
   :: close_done -> break
   od;
-  pdone == 2;
+  pdone == PRODUCERS;
   /* Every accepted task ended exactly once. */
-  assert(ends[1] == accepted[1] && ends[2] == accepted[2]);
+  assert(ends[1] == accepted[1] && ends[2] == accepted[2] &&
+         ends[3] == accepted[3] && ends[5] == accepted[5] &&
+         ends[6] == accepted[6] && ends[7] == accepted[7]);
   /* tasks_cancelled counts every cancel that returned 0 or UV_EBUSY. */
   assert(counted == cancels);
   assert(g_live == 0 && g_calls == 0)
@@ -672,8 +789,25 @@ proctype loop() {
 
 init {
   atomic {
+    /* Two nodes set up by grow: generation 1, free, 0 on top of 1. */
+    gen[0] = 1;
+    gen[1] = 1;
+    free_next[0] = 2;
+    free_next[1] = 0;
+    top_link = 1;
+#ifndef RESETTERS
+    if
+    :: capped = 0
+    :: capped = 1
+    fi;
+#endif
     run producer1();
-    run producer2();
+#ifndef NODES
+    run resetter(0);
+#endif
+#ifdef RESETTERS
+    run resetter(1);
+#endif
     run loop();
     run pool_thread()
   }

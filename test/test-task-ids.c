@@ -135,7 +135,7 @@ static void submit_same_index(rec_t* r, const int* ks, int n, uint64_t delay) {
     submit_on(ks[i], &r[i], delay, 0, 0);
   for (i = 0; i < n; i++)
     for (j = 0; j < i; j++) {
-      ASSERT_UEQ(r[i].id >> UVTW__GEN_BITS, r[j].id >> UVTW__GEN_BITS);
+      ASSERT_UEQ(UVTW__ID_INDEX(r[i].id), UVTW__ID_INDEX(r[j].id));
       ASSERT(r[i].id != r[j].id);
     }
 }
@@ -223,7 +223,7 @@ int main(void) {
   }
   submit_same_index(again, abc, 3, 3600 * 1000);
   for (i = 0; i < 3; i++) {
-    ASSERT_UEQ(again[i].id >> UVTW__GEN_BITS, done[i].id >> UVTW__GEN_BITS);
+    ASSERT_UEQ(UVTW__ID_INDEX(again[i].id), UVTW__ID_INDEX(done[i].id));
     ASSERT(again[i].id != done[i].id);
     foreign(done[i].id, i);
     foreign(again[i].id, i);
@@ -266,7 +266,7 @@ int main(void) {
   ASSERT_EQ(0, atomic_load(&waiting[0].runs));
   ASSERT_EQ(0, uvtw_wheel_new(&loops[0], NULL, &w[3]));
   submit_on(3, &on_d, 3600 * 1000, 0, 0);
-  ASSERT_UEQ(on_d.id >> UVTW__GEN_BITS, a_ids[0] >> UVTW__GEN_BITS);
+  ASSERT_UEQ(UVTW__ID_INDEX(on_d.id), UVTW__ID_INDEX(a_ids[0]));
   for (i = 0; i < na; i++) {
     ASSERT(on_d.id != a_ids[i]);
     foreign(a_ids[i], 0); /* B, C and D */

@@ -14,6 +14,8 @@
  *   - a reset during a run (from the task's own callback, or from another
  *     thread) gives UV_EBUSY: a repeating task runs next at the new
  *     deadline, a one-shot ends with that run;
+ *   - once another thread's cancel got UV_EBUSY for a run, the task's own
+ *     reset and cancel from that run give UV_ENOENT;
  *   - a run handed to the threadpool and not started waits for the new
  *     deadline;
  *   - after uvtw_wheel_close began, a reset never makes a task run: it
@@ -782,6 +784,60 @@ static void reset_after_busy_cancel(void) {
 }
 
 
+/* A task's own uvtw_reset and uvtw_cancel, made after another thread's
+ * cancel got UV_EBUSY for the same run, both return UV_ENOENT (uvtw.h):
+ * that run is the task's last.  A repeating task, on the loop and on the
+ * threadpool. */
+static uv_sem_t ob_started;
+static uv_sem_t ob_go;
+static atomic_int ob_busy;
+static atomic_int ob_reset;
+
+
+static void ob_hook(task_t* t, int run) {
+  if (run == 1)
+    atomic_store(&ob_reset, uvtw_reset(wheel, t->id, 0));
+}
+
+
+static void ob_canceller(void* arg) {
+  uv_sem_wait(&ob_started);
+  atomic_store(&ob_busy, cancel(arg));
+  uv_sem_post(&ob_go);
+}
+
+
+static void own_calls_after_busy_cancel(void) {
+  uv_thread_t tid;
+  task_t t;
+  int pool;
+
+  for (pool = 0; pool < 2; pool++) {
+    setup(0);
+    ASSERT_UV_OK(uv_sem_init(&ob_started, 0));
+    ASSERT_UV_OK(uv_sem_init(&ob_go, 0));
+    task_init(&t);
+    t.started = &ob_started;
+    t.go = &ob_go;
+    t.hook = ob_hook;
+    t.self_cancel_at = 1;
+    submit(&t, 0, 5, pool ? UVTW_THREADPOOL : 0);
+    ASSERT_UV_OK(uv_thread_create(&tid, ob_canceller, &t));
+    run_until(pending_zero, 0);
+    ASSERT_UV_OK(uv_thread_join(&tid));
+    run_for(20);
+    teardown();
+    ASSERT_EQ(UV_EBUSY, atomic_load(&ob_busy));
+    ASSERT_EQ(UV_ENOENT, atomic_load(&ob_reset));
+    ASSERT_EQ(UV_ENOENT, atomic_load(&t.self_cancel_result));
+    ASSERT_EQ(1, atomic_load(&t.runs));
+    ASSERT_EQ(0, atomic_load(&t.finals));
+    uv_sem_destroy(&ob_started);
+    uv_sem_destroy(&ob_go);
+  }
+}
+
+
 /* With both threadpool threads (UV_THREADPOOL_SIZE=2, set in main) held,
  * a due threadpool task waits in the pool's queue; a reset returns 0 and
  * its run waits for the new deadline, 300 ms from the reset, even once
@@ -1177,6 +1233,7 @@ static const test_case_t cases[] = {
   TEST_CASE(busy_own_repeat),
   TEST_CASE(busy_from_other_thread),
   TEST_CASE(reset_after_busy_cancel),
+  TEST_CASE(own_calls_after_busy_cancel),
   TEST_CASE(queued_on_pool_waits),
   TEST_CASE(max_tasks_kept),
   TEST_CASE(reset_after_close),

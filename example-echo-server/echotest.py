@@ -6,9 +6,18 @@ it prints, talks to it with sockets or echo-load, then stops it with
 SIGTERM and checks that it exits 0 and that no sanitizer complained.
 Timing bounds are generous on purpose: the tests run on loaded 2-core
 machines.
+
+Every process a test starts (servers, echo-load) goes through spawn(): it
+dies with the test, whatever way the test ends.  A test that stops early
+(a failed wait, an exception, SIGTERM) kills what is still running when
+the interpreter exits, and the kernel kills it if the test itself is
+killed (PR_SET_PDEATHSIG).  The echo-server-leftovers test checks that
+none is left after the label's tests.
 """
 
 import argparse
+import atexit
+import ctypes
 import os
 import re
 import resource
@@ -29,6 +38,46 @@ LATENESS_TOPS = [0] + [(1 << i) - 1 for i in range(1, 15)]
 LATENESS_OPEN = 1 << 14
 
 _failures = []
+# The processes spawn() started, killed at exit if still running.
+_children = []
+
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGKILL when the test's thread dies."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(argv, preexec=None, **kwargs):
+    """subprocess.Popen(argv, **kwargs) for a process that must not
+    outlive the test: see the module's comment."""
+    def child():
+        _die_with_parent()
+        if preexec:
+            preexec()
+    p = subprocess.Popen(argv, preexec_fn=child, **kwargs)
+    _children.append(p)
+    return p
+
+
+def _kill_children():
+    for p in _children:
+        if p.poll() is None:
+            log("killing %s (pid %d): the test ended before it did"
+                % (os.path.basename(p.args[0]), p.pid))
+            p.kill()
+            p.wait()
+
+
+def _exit_on_sigterm(signum, frame):
+    sys.exit("stopped by signal %d" % signum)
+
+
+atexit.register(_kill_children)
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def parse_args():
@@ -91,8 +140,8 @@ class Server:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
-                                     stderr=self.err, preexec_fn=limit)
+        self.proc = spawn(self.argv, preexec=limit, stdout=subprocess.PIPE,
+                          stderr=self.err)
         line = b""
         deadline = time.monotonic() + start_timeout
         while not line.endswith(b"\n"):
@@ -274,9 +323,8 @@ def run_load(exe, port, *args, timeout=120):
     """Runs echo-load; returns (exit code, output, RESULT dict)."""
     argv = [exe, "--port", str(port)] + [str(a) for a in args]
     log("running: " + " ".join(argv))
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=timeout)
-    out = p.stdout.decode(errors="replace")
+    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.communicate(timeout=timeout)[0].decode(errors="replace")
     for line in out.splitlines():
         log("  | " + line)
     result = {}

@@ -16,7 +16,7 @@ import time
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
 from echotest import (Conn, Server, check, finish, log, parse_args,
-                      run_load, stats)
+                      run_load, spawn, stats)
 
 CAP = 2 << 20
 NOREAD = 40
@@ -92,8 +92,7 @@ def main():
             "--max-msgs",
             "100000000"]
     log("running: " + " ".join(argv))
-    load = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    load = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     most = 0
     echoes = 0
     end = time.monotonic() + 7

@@ -19,7 +19,7 @@ import time
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
 from echotest import (Conn, Server, check, finish, log, parse_args,
-                      run_load, stats)
+                      run_load, spawn, stats)
 
 
 def right_answer(kind, ended, work, deadline):
@@ -96,8 +96,7 @@ def test_held_up(args, port, server_pid):
             "--inflight", "4", "--work-ms", "10-100", "--deadline-ms",
             "400-600", "--margin-ms", "200", "--duration-ms", "4000"]
     log("running: " + " ".join(argv))
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT)
+    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         for _ in range(3):
             time.sleep(0.4)

@@ -11,7 +11,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from echotest import Conn, Server, check, finish, log, parse_args
+from echotest import Conn, Server, check, finish, log, parse_args, spawn
 
 
 def scenario(args, sig):
@@ -37,7 +37,7 @@ def scenario(args, sig):
     c.send("".join("REQ q%d 20000 60000\n" % j for j in range(100)))
     conns.append(c)
     # And a load client that is told to expect the shutdown.
-    load = subprocess.Popen(
+    load = spawn(
         [args.load, "--port", str(srv.port), "--mode", "mixed", "--conns",
          "100", "--duration-ms", "20000", "--interval-ms", "20",
          "--allow-shutdown", "--quiet"],

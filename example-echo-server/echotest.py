@@ -5,7 +5,7 @@ Each test starts uvtw-echo-server on port 0, reads the port from the line
 it prints, talks to it with sockets or echo-load, then stops it with
 SIGTERM and checks that it exits 0 and that no sanitizer complained.
 Timing bounds are generous on purpose: the tests run on loaded 2-core
-machines.
+machines, and a sanitizer tree scales them (--time-scale).
 
 Every process a test starts (servers, echo-load) goes through spawn(): it
 dies with the test, whatever way the test ends.  A test that stops early
@@ -40,6 +40,15 @@ LATENESS_OPEN = 1 << 14
 _failures = []
 # The processes spawn() started, killed at exit if still running.
 _children = []
+# Scales every bound on how long something may take (parse_args).
+_time_scale = 1.0
+
+
+def slack(amount):
+    """A bound on how long something may take (any unit; an int stays an
+    int), scaled for this tree: sanitizers slow the server several times."""
+    scaled = amount * _time_scale
+    return int(scaled) if isinstance(amount, int) else scaled
 
 
 PR_SET_PDEATHSIG = 1
@@ -89,7 +98,12 @@ def parse_args():
                    help="--loops for the servers the test starts")
     p.add_argument("--sanitized", action="store_true",
                    help="a sanitizer build: memory is not measured")
-    return p.parse_args()
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiplies the bounds on how long things take")
+    args = p.parse_args()
+    global _time_scale
+    _time_scale = args.time_scale
+    return args
 
 
 def raise_nofile(want=8192):
@@ -143,7 +157,7 @@ class Server:
         self.proc = spawn(self.argv, preexec=limit, stdout=subprocess.PIPE,
                           stderr=self.err)
         line = b""
-        deadline = time.monotonic() + start_timeout
+        deadline = time.monotonic() + slack(start_timeout)
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.proc.stdout], [], [],
@@ -179,6 +193,7 @@ class Server:
         """Signals the server; returns (exit code, stderr)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
+        timeout = slack(timeout)
         try:
             self.rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -211,7 +226,7 @@ class Conn:
     """A line-oriented client socket with timeouts."""
 
     def __init__(self, port, host="127.0.0.1"):
-        self.sock = socket.create_connection((host, port), timeout=10)
+        self.sock = socket.create_connection((host, port), timeout=slack(10))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.eof = False
@@ -225,9 +240,12 @@ class Conn:
         self.t_last = time.monotonic()
         self.sock.sendall(data)
 
-    def line(self, timeout=5.0):
+    def line(self, timeout=None):
         """The next line (bytes, without \\n); None at EOF; raises
-        TimeoutError if nothing complete comes in time."""
+        TimeoutError if nothing complete comes within timeout seconds
+        (by default slack(5): a wait, not a bound the test asserts)."""
+        if timeout is None:
+            timeout = slack(5.0)
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buf:
             if self.eof:
@@ -249,11 +267,11 @@ class Conn:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
-    def text(self, timeout=5.0):
+    def text(self, timeout=None):
         line = self.line(timeout)
         return None if line is None else line.decode(errors="replace")
 
-    def expect_eof(self, timeout=5.0):
+    def expect_eof(self, timeout=None):
         """True if the server closes (after any lines, which are returned
         in a list)."""
         rest = []
@@ -324,7 +342,7 @@ def run_load(exe, port, *args, timeout=120):
     argv = [exe, "--port", str(port)] + [str(a) for a in args]
     log("running: " + " ".join(argv))
     p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.communicate(timeout=timeout)[0].decode(errors="replace")
+    out = p.communicate(timeout=slack(timeout))[0].decode(errors="replace")
     for line in out.splitlines():
         log("  | " + line)
     result = {}

@@ -14,7 +14,7 @@ import sys
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
 from echotest import (Server, check, finish, parse_args, raise_nofile,
-                      run_load, stats)
+                      run_load, slack, stats)
 
 CONNS = 1000
 HB = 1000
@@ -30,7 +30,8 @@ def main():
     rc, _, r = run_load(args.load, srv.port, "--mode", "mixed", "--conns",
                         CONNS, "--idle-share", "0.5", "--duration-ms", 10000,
                         "--interval-ms", 250, "--idle-ms", IDLE,
-                        "--heartbeat-ms", HB, "--slack-ms", 1000, timeout=60)
+                        "--heartbeat-ms", HB, "--slack-ms", slack(1000),
+                        timeout=60)
     check(rc == 0, "echo-load mixed: no violation (exit %d)" % rc)
     # 500 idle connections, closed at 3 s, 6 s and 9 s of the 10 s.
     check(r.get("idle_closes", 0) >= 1000,

@@ -141,7 +141,8 @@ def test_never_reads(srv, nbytes):
     """A client that sends more than the kernel's buffers hold, half-closes
     and never reads: its echoes stay queued, the server is paused for its
     output, and closes it --idle-ms after that (BYE slow) plus the linger
-    (2 s), within 10 s on a loaded machine; not never."""
+    (2 s), within 10 s (times --time-scale) on a loaded machine; not
+    never."""
     log("a client that sends %d bytes, half-closes and never reads "
         "(--idle-ms %d)" % (nbytes, IDLE_MS))
     base = open_sockets(srv.proc.pid)

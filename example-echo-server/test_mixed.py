@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """1,000 concurrent connections in mixed mode for 10 s: half send a line
 every 250 ms and check the echo, half stay silent and must get PING and
-then BYE idle within [idle, idle + 1000 ms] of their last activity.
+then BYE idle within [idle, idle + 1000 ms] of their last activity (the
+upper bound times --time-scale: 3 s in a sanitizer tree).
 
 echo-load's own default bound is idle + 500 ms; the test doubles it
 because on a 2-core machine that is busy with other work the client itself

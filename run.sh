@@ -17,6 +17,12 @@
 #                   armv7 (qemu-user), Windows x86-64 with MinGW-w64
 #                   (wine)
 #
+# What is missing is installed with apt-get (need_packages).  A package
+# index that fails to download is a warning; a package the build needs that
+# cannot be installed stops the run, saying which and why; a stage or test
+# whose own packages cannot be installed is skipped, and the end of the run
+# says so and why, as it does for a stage without libuv tarballs.
+#
 # Build trees go to ./build, ./build-asan, ./build-tsan and ./build-clang;
 # the other libuv releases and the trees built against them to
 # ./build/libuv-<version>/; the other targets' to ./build-cross/<target>/.
@@ -39,6 +45,12 @@ stage() {
   [ $# -eq 0 ] || say "$*"
 }
 
+# Says that WHAT is skipped and why, and again at the end of the run.
+skip() { # WHAT WHY
+  say "$1: skipped ($2)"
+  skipped+=("$1: $2")
+}
+
 # Succeeds if Debian package PKG is installed for this machine's
 # architecture.  Plain `dpkg -s PKG` fails once a second architecture's
 # instance is installed too (ambiguous: libuv1-dev and libc6-dev after a
@@ -49,54 +61,162 @@ installed() { # PKG
     dpkg -s "$1:$(dpkg --print-architecture)" >/dev/null 2>&1
 }
 
-# Debian 12 packages the build and the tests use.
-need_packages() {
-  local missing=()
-  command -v cmake >/dev/null || missing+=(cmake)
-  command -v cc >/dev/null || missing+=(gcc)
+# Runs a command as root: directly, or through sudo.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  else
+    sudo "$@"
+  fi
+}
+
+# Succeeds if what Debian package PKG brings is here: the command, for the
+# tools (which may come from elsewhere than Debian), else the package.
+have() { # PKG
+  case $1 in
+  gcc) command -v cc >/dev/null ;;
+  g++) command -v c++ >/dev/null ;;
+  gnuplot-nox) command -v gnuplot >/dev/null ;;
+  binutils) command -v readelf >/dev/null ;;
+  dpkg-dev) command -v dpkg-shlibdeps >/dev/null ;;
+  ninja-build) command -v ninja >/dev/null ;;
+  cmake | make | pkg-config | python3 | clang | clang-format | valgrind | \
+    spin | file)
+    command -v "$1" >/dev/null ;;
+  *) installed "$1" ;;
+  esac
+}
+
+# apt-get update, tried 3 times 20 s apart: a mirror can fail an index
+# file for minutes while it syncs.  If some index still fails, that is a
+# warning, not an error: apt keeps the lists it has, and a package they do
+# not hold fails at its install, which says so.
+apt_updated=
+apt_update() {
+  local try out
+  for try in 1 2 3; do
+    if out=$(as_root apt-get update -qq 2>&1); then
+      apt_updated=1
+      return 0
+    fi
+    echo "apt-get update failed (try $try of 3):"
+    printf '%s\n' "$out" | tail -n 4 | sed 's/^/  /'
+    if [ "$try" -lt 3 ]; then
+      echo "again in 20 s"
+      sleep 20
+    fi
+  done
+  echo "warning: apt-get update failed 3 times; going on with the" \
+       "package lists apt has"
+  apt_updated=1
+}
+
+# apt-get install PKG...; on failure, apt's errors are in apt_error.  No
+# recommends: qemu-user's would register binfmt_misc handlers, wine's pull
+# in desktop packages.
+apt_error=
+apt_install() { # PKG...
+  local out
+  [ -n "$apt_updated" ] || apt_update
+  if out=$(as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y \
+             -qq --no-install-recommends "$@" 2>&1); then
+    return 0
+  fi
+  apt_error=$(printf '%s\n' "$out" | sed -n 's/^E: //p' | head -n 3 |
+                paste -s -d ';' | sed 's/;/; /g')
+  [ -n "$apt_error" ] || apt_error=$(printf '%s\n' "$out" | tail -n 1)
+  return 1
+}
+
+# Debian 12 packages the build and the tests use, in groups: the core
+# ones, which the build and most tests need, and one group for each stage
+# or test that can be left out (the test itself is skipped where its tool
+# is missing: test/extra-tests.cmake).  "NAME: PKG...", NAME saying what
+# the group is for.
+core_packages() { # demo|test
   # gcc only recommends the C library's headers and start files, and
   # recommends are not installed here.
-  installed libc6-dev || missing+=(libc6-dev)
-  command -v make >/dev/null || missing+=(make)
-  command -v pkg-config >/dev/null || missing+=(pkg-config)
-  command -v python3 >/dev/null || missing+=(python3)
-  installed libuv1-dev || missing+=(libuv1-dev)
+  echo cmake gcc libc6-dev make pkg-config python3 libuv1-dev
+  # The package-deb test: cpack's DEB generator runs file and readelf,
+  # the test checks dependencies with dpkg-shlibdeps.
+  [ "$1" != test ] || echo file binutils dpkg-dev
+}
+optional_groups=(
+  "clang: clang libclang-rt-14-dev"
+  "format check: clang-format"
+  "valgrind: valgrind"
+  # The bench-plot test draws the chart with gnuplot.
+  "bench-plot: gnuplot-nox"
+  # The task protocol's model checks (test/spin-check.sh, the Relacy
+  # model: C++).
+  "SPIN model check: spin"
+  "Relacy model check: relacy-dev g++"
+  "ninja-tree: ninja-build"
+  # The other targets (cross_tests): compilers with their C libraries,
+  # qemu-user (run per program: nothing registered with binfmt_misc) and
+  # wine for 64-bit Windows programs.
+  "i686-linux-gnu: gcc-i686-linux-gnu libc6-dev-i386-cross"
+  "aarch64-linux-gnu: gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+  "arm-linux-gnueabihf: gcc-arm-linux-gnueabihf libc6-dev-armhf-cross
+   qemu-user"
+  "x86_64-w64-mingw32: gcc-mingw-w64-x86-64 wine wine64"
+)
+
+# What could not be installed, by group NAME: why (apt's errors).
+declare -A unavailable=()
+# "what: why" for each thing the test command skipped, said at its end.
+skipped=()
+
+# Installs what is missing.  A core package that cannot be installed stops
+# the run, naming it; an optional group's makes its stage or test skipped,
+# with the reason.
+need_packages() { # demo|test
+  local core=() missing=() group name pkg
+  for pkg in $(core_packages "$1"); do
+    have "$pkg" || core+=("$pkg")
+  done
+  missing=(${core[@]+"${core[@]}"})
   if [ "$1" = test ]; then
-    command -v clang >/dev/null || missing+=(clang)
-    installed libclang-rt-14-dev || missing+=(libclang-rt-14-dev)
-    command -v valgrind >/dev/null || missing+=(valgrind)
-    command -v clang-format >/dev/null || missing+=(clang-format)
-    # The bench-plot test draws the chart with gnuplot.
-    command -v gnuplot >/dev/null || missing+=(gnuplot-nox)
-    # The task protocol's model check (test/spin-check.sh).
-    command -v spin >/dev/null || missing+=(spin)
-    # The package-deb test: cpack's DEB generator runs file and readelf,
-    # the test checks dependencies with dpkg-shlibdeps.
-    command -v file >/dev/null || missing+=(file)
-    command -v readelf >/dev/null || missing+=(binutils)
-    command -v dpkg-shlibdeps >/dev/null || missing+=(dpkg-dev)
-    # The other targets (cross_tests): compilers with their C libraries,
-    # qemu-user (run per program: nothing registered with binfmt_misc) and
-    # wine for 64-bit Windows programs.
-    local pkg
-    for pkg in gcc-i686-linux-gnu libc6-dev-i386-cross \
-               gcc-aarch64-linux-gnu libc6-dev-arm64-cross \
-               gcc-arm-linux-gnueabihf libc6-dev-armhf-cross qemu-user \
-               gcc-mingw-w64-x86-64 wine wine64; do
-      installed "$pkg" || missing+=("$pkg")
+    for group in "${optional_groups[@]}"; do
+      for pkg in ${group#*:}; do
+        have "$pkg" || missing+=("$pkg")
+      done
     done
   fi
-  if [ ${#missing[@]} -ne 0 ]; then
-    say "installing: ${missing[*]}"
-    local sudo=
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    # No recommends: qemu-user's would register binfmt_misc handlers,
-    # wine's pull in desktop packages.
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-          >/dev/null
+  [ ${#missing[@]} -ne 0 ] || return 0
+  say "installing: ${missing[*]}"
+  # All at once, the usual case; one group at a time if that fails.
+  apt_install "${missing[@]}" && return 0
+  if [ ${#missing[@]} -ne ${#core[@]} ]; then
+    echo "apt-get install failed: $apt_error"
+    echo "installing the core packages, then each optional group alone"
   fi
+  # The first try was the core packages alone, or they are tried alone.
+  if [ ${#core[@]} -ne 0 ] &&
+     { [ ${#missing[@]} -eq ${#core[@]} ] || ! apt_install "${core[@]}"; }
+  then
+    echo "run.sh: cannot install ${core[*]}, which the build needs:" \
+         "$apt_error" >&2
+    exit 1
+  fi
+  for group in "${optional_groups[@]}"; do
+    name=${group%%:*}
+    missing=()
+    for pkg in ${group#*:}; do
+      have "$pkg" || missing+=("$pkg")
+    done
+    [ ${#missing[@]} -ne 0 ] || continue
+    if ! apt_install "${missing[@]}"; then
+      unavailable[$name]="cannot install ${missing[*]}: $apt_error"
+      echo "$name: will be skipped (${unavailable[$name]})"
+    fi
+  done
+  # A test the tree leaves out for want of its tool is said at the end.
+  for name in "format check" valgrind bench-plot "SPIN model check" \
+              "Relacy model check" ninja-tree; do
+    [ -z "${unavailable[$name]-}" ] ||
+      skipped+=("$name: ${unavailable[$name]}")
+  done
 }
 
 build() { # DIR [cmake args...]
@@ -153,7 +273,7 @@ other_libuvs() {
   local tarball version root
   if ! compgen -G "$shared/libuv-*.tar.gz" >/dev/null; then
     stage
-    say "other libuv releases: skipped (no $shared/libuv-*.tar.gz)"
+    skip "other libuv releases" "no $shared/libuv-*.tar.gz"
     return
   fi
   for tarball in "$shared"/libuv-*.tar.gz; do
@@ -175,10 +295,11 @@ other_libuvs() {
 # cross-built into the tree.  Without one, the Linux targets take Debian's
 # multiarch libuv1-dev:ARCH, which adds ARCH to dpkg's architectures (a
 # change to the system, said as it is made); Windows, which Debian has no
-# libuv for, is skipped.
+# libuv for, is skipped; so is a target whose compiler or emulator could
+# not be installed, or whose libuv1-dev:ARCH cannot be.
 cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...]
   local target=$1 arch=$2 shared=../shared/libuv
-  local tarball root prefix version libdir sudo= arg
+  local tarball root prefix version libdir arg
   local toolchain=$PWD/cmake/toolchains/$target.cmake
   local env_args=() ctest_args=()
   shift 2
@@ -190,6 +311,10 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
   done
   root=build-cross/$target
   stage "$target: the library's tests"
+  if [ -n "${unavailable[$target]-}" ]; then
+    skip "$target" "${unavailable[$target]}"
+    return
+  fi
   tarball=$(compgen -G "$shared/libuv-*.tar.gz" | sort -V | tail -n 1 || true)
   if [ -n "$tarball" ]; then
     version=$(basename "$tarball" .tar.gz)
@@ -200,19 +325,18 @@ cross_tests() { # TARGET DEBIAN_ARCH [VAR=VALUE... for the tests] [-ctest-arg...
           -DCMAKE_TOOLCHAIN_FILE="$toolchain" \
           -DUVTW_BUILD_BENCH=OFF -DUVTW_BUILD_EXAMPLES=OFF
   elif [ -z "$arch" ]; then
-    say "$target: skipped (no $shared/libuv-*.tar.gz; Debian has no" \
-        "libuv for it)"
+    skip "$target" "no $shared/libuv-*.tar.gz; Debian has no libuv for it"
     return
   else
     say "$target: no $shared/libuv-*.tar.gz; Debian's libuv1-dev:$arch"
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
     if ! dpkg -s "libuv1-dev:$arch" >/dev/null 2>&1; then
       say "installing libuv1-dev:$arch (dpkg --add-architecture $arch)"
-      $sudo dpkg --add-architecture "$arch"
-      $sudo apt-get update -qq
-      DEBIAN_FRONTEND=noninteractive \
-        $sudo apt-get install -y -qq --no-install-recommends \
-        "libuv1-dev:$arch" >/dev/null
+      as_root dpkg --add-architecture "$arch"
+      apt_update
+      if ! apt_install "libuv1-dev:$arch"; then
+        skip "$target" "cannot install libuv1-dev:$arch: $apt_error"
+        return
+      fi
     fi
     # The cross compiler links with /usr/lib/TRIPLET, where the loader on
     # the target side would not look: the rpath says where.  (The C
@@ -269,8 +393,12 @@ test)
   UVTW_MODEL_STEPS=2000 \
     TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_tests build-tsan
   stage "clang release build"
-  build build-clang -DCMAKE_C_COMPILER=clang
-  run_tests build-clang
+  if [ -n "${unavailable[clang]-}" ]; then
+    skip "clang release build and fuzz-core" "${unavailable[clang]}"
+  else
+    build build-clang -DCMAKE_C_COMPILER=clang
+    run_tests build-clang
+  fi
   cross_tests aarch64-linux-gnu arm64
   cross_tests i686-linux-gnu i386
   # The core model test takes about three minutes under qemu-arm: the
@@ -283,7 +411,12 @@ test)
   # wineserver, so 4 tests run at once (73 s against 145 s with 2, here).
   cross_tests x86_64-w64-mingw32 '' --repeat=until-pass:2 -j4
   stage
-  say "all tests passed"
+  if [ ${#skipped[@]} -eq 0 ]; then
+    say "all tests passed"
+  else
+    say "all tests passed; skipped:"
+    printf '  %s\n' "${skipped[@]}"
+  fi
   ;;
 *)
   echo "usage: $0 demo|test" >&2

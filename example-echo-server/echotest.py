@@ -5,10 +5,19 @@ Each test starts uvtw-echo-server on port 0, reads the port from the line
 it prints, talks to it with sockets or echo-load, then stops it with
 SIGTERM and checks that it exits 0 and that no sanitizer complained.
 Timing bounds are generous on purpose: the tests run on loaded 2-core
-machines.
+machines, and a sanitizer tree scales them (--time-scale).
+
+Every process a test starts (servers, echo-load) goes through spawn(): it
+dies with the test, whatever way the test ends.  A test that stops early
+(a failed wait, an exception, SIGTERM) kills what is still running when
+the interpreter exits, and the kernel kills it if the test itself is
+killed (PR_SET_PDEATHSIG).  The echo-server-leftovers test checks that
+none is left after the label's tests.
 """
 
 import argparse
+import atexit
+import ctypes
 import os
 import re
 import resource
@@ -29,6 +38,55 @@ LATENESS_TOPS = [0] + [(1 << i) - 1 for i in range(1, 15)]
 LATENESS_OPEN = 1 << 14
 
 _failures = []
+# The processes spawn() started, killed at exit if still running.
+_children = []
+# Scales every bound on how long something may take (parse_args).
+_time_scale = 1.0
+
+
+def slack(amount):
+    """A bound on how long something may take (any unit; an int stays an
+    int), scaled for this tree: sanitizers slow the server several times."""
+    scaled = amount * _time_scale
+    return int(scaled) if isinstance(amount, int) else scaled
+
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGKILL when the test's thread dies."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(argv, preexec=None, **kwargs):
+    """subprocess.Popen(argv, **kwargs) for a process that must not
+    outlive the test: see the module's comment."""
+    def child():
+        _die_with_parent()
+        if preexec:
+            preexec()
+    p = subprocess.Popen(argv, preexec_fn=child, **kwargs)
+    _children.append(p)
+    return p
+
+
+def _kill_children():
+    for p in _children:
+        if p.poll() is None:
+            log("killing %s (pid %d): the test ended before it did"
+                % (os.path.basename(p.args[0]), p.pid))
+            p.kill()
+            p.wait()
+
+
+def _exit_on_sigterm(signum, frame):
+    sys.exit("stopped by signal %d" % signum)
+
+
+atexit.register(_kill_children)
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 
 def parse_args():
@@ -40,7 +98,12 @@ def parse_args():
                    help="--loops for the servers the test starts")
     p.add_argument("--sanitized", action="store_true",
                    help="a sanitizer build: memory is not measured")
-    return p.parse_args()
+    p.add_argument("--time-scale", type=float, default=1.0,
+                   help="multiplies the bounds on how long things take")
+    args = p.parse_args()
+    global _time_scale
+    _time_scale = args.time_scale
+    return args
 
 
 def raise_nofile(want=8192):
@@ -91,10 +154,10 @@ class Server:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE,
-                                     stderr=self.err, preexec_fn=limit)
+        self.proc = spawn(self.argv, preexec=limit, stdout=subprocess.PIPE,
+                          stderr=self.err)
         line = b""
-        deadline = time.monotonic() + start_timeout
+        deadline = time.monotonic() + slack(start_timeout)
         while not line.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.proc.stdout], [], [],
@@ -130,6 +193,7 @@ class Server:
         """Signals the server; returns (exit code, stderr)."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
+        timeout = slack(timeout)
         try:
             self.rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -162,7 +226,7 @@ class Conn:
     """A line-oriented client socket with timeouts."""
 
     def __init__(self, port, host="127.0.0.1"):
-        self.sock = socket.create_connection((host, port), timeout=10)
+        self.sock = socket.create_connection((host, port), timeout=slack(10))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
         self.eof = False
@@ -176,9 +240,12 @@ class Conn:
         self.t_last = time.monotonic()
         self.sock.sendall(data)
 
-    def line(self, timeout=5.0):
+    def line(self, timeout=None):
         """The next line (bytes, without \\n); None at EOF; raises
-        TimeoutError if nothing complete comes in time."""
+        TimeoutError if nothing complete comes within timeout seconds
+        (by default slack(5): a wait, not a bound the test asserts)."""
+        if timeout is None:
+            timeout = slack(5.0)
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buf:
             if self.eof:
@@ -200,11 +267,11 @@ class Conn:
         line, self.buf = self.buf.split(b"\n", 1)
         return line
 
-    def text(self, timeout=5.0):
+    def text(self, timeout=None):
         line = self.line(timeout)
         return None if line is None else line.decode(errors="replace")
 
-    def expect_eof(self, timeout=5.0):
+    def expect_eof(self, timeout=None):
         """True if the server closes (after any lines, which are returned
         in a list)."""
         rest = []
@@ -274,9 +341,8 @@ def run_load(exe, port, *args, timeout=120):
     """Runs echo-load; returns (exit code, output, RESULT dict)."""
     argv = [exe, "--port", str(port)] + [str(a) for a in args]
     log("running: " + " ".join(argv))
-    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=timeout)
-    out = p.stdout.decode(errors="replace")
+    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.communicate(timeout=slack(timeout))[0].decode(errors="replace")
     for line in out.splitlines():
         log("  | " + line)
     result = {}

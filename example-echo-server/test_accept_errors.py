@@ -11,7 +11,8 @@ import time
 
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from echotest import Conn, Server, check, finish, log, parse_args, stats
+from echotest import (Conn, Server, check, finish, log, parse_args, slack,
+                      stats)
 
 NOFILE = 64
 CLIENTS = 120
@@ -33,7 +34,7 @@ def main():
         conns.append(Conn(srv.port))  # the kernel completes the handshake
     time.sleep(1.5)
     first.send("still here\n")
-    check(first.text(timeout=10) == "still here",
+    check(first.text(timeout=slack(10.0)) == "still here",
           "out of descriptors, it still serves the connections it has")
     check(srv.alive(), "the server is running")
 
@@ -48,7 +49,7 @@ def main():
     for c in conns[CLIENTS - KEEP:]:
         try:
             c.send("late\n")
-            if c.text(timeout=10) == "late":
+            if c.text(timeout=slack(10.0)) == "late":
                 served += 1
         except (OSError, TimeoutError):
             pass

@@ -14,7 +14,8 @@ import time
 
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
-from echotest import Conn, Server, check, finish, log, parse_args, stats
+from echotest import (Conn, Server, check, finish, log, parse_args, slack,
+                      stats)
 
 # Whether any output is still queued in the server when it reads the EOF
 # depends on how the kernel sizes its buffers, so there are several sizes;
@@ -53,7 +54,7 @@ def test_req(port):
         c = Conn(port)
         c.send(line + "\n")
         c.sock.shutdown(socket.SHUT_WR)
-        data, end = read_to_eof(c.sock, 10)
+        data, end = read_to_eof(c.sock, slack(10.0))
         c.close()
         check(data.decode(errors="replace") == want + "\n" and end == "eof",
               "  exactly one answer, %r, then EOF (got %r, then %s)"
@@ -108,7 +109,7 @@ def test_bulk(port, mib):
     # send, reading starts after 1 s anyway, rather than deadlock.
     t.join(1)
     t0 = time.monotonic()
-    data, end = read_to_eof(s, 60)
+    data, end = read_to_eof(s, slack(60.0))
     t.join(10)
     s.close()
     got = data.split(b"\n")
@@ -140,7 +141,8 @@ def test_never_reads(srv, nbytes):
     """A client that sends more than the kernel's buffers hold, half-closes
     and never reads: its echoes stay queued, the server is paused for its
     output, and closes it --idle-ms after that (BYE slow) plus the linger
-    (2 s), within 10 s on a loaded machine; not never."""
+    (2 s), within 10 s (times --time-scale) on a loaded machine; not
+    never."""
     log("a client that sends %d bytes, half-closes and never reads "
         "(--idle-ms %d)" % (nbytes, IDLE_MS))
     base = open_sockets(srv.proc.pid)
@@ -155,7 +157,7 @@ def test_never_reads(srv, nbytes):
           % done)
     t0 = time.monotonic()
     n = open_sockets(srv.proc.pid)
-    while n > base and time.monotonic() - t0 < 10:
+    while n > base and time.monotonic() - t0 < slack(10.0):
         time.sleep(0.05)
         n = open_sockets(srv.proc.pid)
     check(n <= base, "  the server closed it: %d sockets, %d before it "

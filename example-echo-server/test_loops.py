@@ -18,7 +18,7 @@ import time
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
 from echotest import (Conn, Server, check, finish, lateness, log,
-                      parse_args, parse_fields, run_load)
+                      parse_args, parse_fields, run_load, slack)
 
 CONNS = 40
 
@@ -35,12 +35,12 @@ def test_stats_fresh(args, loops):
     conns = [Conn(srv.port) for _ in range(CONNS)]
     for i, c in enumerate(conns):
         c.send("REQ f%d 5 10000\n" % i)
-    check(all(c.text(timeout=15) == "OK f%d" % i
+    check(all(c.text(timeout=slack(15.0)) == "OK f%d" % i
               for i, c in enumerate(conns)), "every request is answered")
     # A loaded machine may take a while to finish the last iteration; an
     # idle loop whose counts are stale stays so for the whole wait.
     s = {}
-    until = time.monotonic() + 5
+    until = time.monotonic() + slack(5)
     while time.monotonic() < until:
         time.sleep(0.1)
         conns[0].send("STATS\n")
@@ -71,7 +71,7 @@ def test_lateness_summed(args, loops):
     seen = 0
     closed = 0
     for c in conns:
-        eof, lines = c.expect_eof(timeout=10)
+        eof, lines = c.expect_eof(timeout=slack(10.0))
         seen += len(lines)
         closed += eof and lines[-1:] == [b"BYE idle"]
         c.close()
@@ -79,7 +79,7 @@ def test_lateness_summed(args, loops):
           "(%d lines)" % (closed, CONNS, seen))
     s = {}
     late = None
-    until = time.monotonic() + 5
+    until = time.monotonic() + slack(5)
     while time.monotonic() < until:
         c = Conn(srv.port)
         c.send("STATS\n")
@@ -117,7 +117,7 @@ def main():
     check(all(c.text() == "hello %d" % i for i, c in enumerate(conns)),
           "every connection echoes")
     s = {}
-    for _ in range(50):  # until the other loop has read its connections
+    for _ in range(slack(50)):  # until the other loop has read its connections
         conns[0].send("STATS\n")
         s = parse_fields(conns[0].text())
         if s.get("timers") == CONNS:
@@ -144,7 +144,7 @@ def main():
     rc, _, r = run_load(args.load, srv.port, "--mode", "mixed", "--conns",
                         200, "--duration-ms", 5000, "--interval-ms", 100,
                         "--idle-ms", 3000, "--heartbeat-ms", 1000,
-                        "--slack-ms", 1000)
+                        "--slack-ms", slack(1000))
     check(rc == 0, "echo-load mixed over %s loops: no violation" % loops)
     check(r.get("server_loops") == float(loops),
           "echo-load reports the loops: %s, connections %s"

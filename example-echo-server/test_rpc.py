@@ -19,7 +19,7 @@ import time
 sys.dont_write_bytecode = True  # keep __pycache__ out of the source tree
 
 from echotest import (Conn, Server, check, finish, log, parse_args,
-                      run_load, stats)
+                      run_load, slack, spawn, stats)
 
 
 def right_answer(kind, ended, work, deadline):
@@ -54,9 +54,9 @@ def test_by_hand(port):
                    for i, w, d, _ in cases))
     t0 = c.t_last
     got = {}
-    # Every request is over after 900 ms; wait 1.5 s more for a second
-    # reply that must not come.
-    end = t0 + 2.4
+    # Every request is over after 900 ms; wait 1.5 s more (scaled) for a
+    # second reply that must not come.
+    end = t0 + 0.9 + slack(1.5)
     while time.monotonic() < end:
         try:
             line = c.text(timeout=max(0.01, end - time.monotonic()))
@@ -96,8 +96,7 @@ def test_held_up(args, port, server_pid):
             "--inflight", "4", "--work-ms", "10-100", "--deadline-ms",
             "400-600", "--margin-ms", "200", "--duration-ms", "4000"]
     log("running: " + " ".join(argv))
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT)
+    p = spawn(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         for _ in range(3):
             time.sleep(0.4)
@@ -106,7 +105,7 @@ def test_held_up(args, port, server_pid):
             os.kill(server_pid, signal.SIGCONT)
     finally:
         os.kill(server_pid, signal.SIGCONT)
-    out = p.communicate(timeout=120)[0].decode(errors="replace")
+    out = p.communicate(timeout=slack(120))[0].decode(errors="replace")
     result = {}
     for line in out.splitlines():
         log("  | " + line)
@@ -138,7 +137,7 @@ def main():
           % (r.get("ok", 0), r.get("timeout", 0)))
 
     s = {}
-    for _ in range(50):
+    for _ in range(slack(50)):
         s = stats(srv.port)
         if s.get("tasks") == 0:
             break

@@ -29,7 +29,7 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
             ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/list.h
             ${PROJECT_SOURCE_DIR}/include/uvtw.h
     COMMENT "Building fuzz-core with clang")
-  add_custom_target(fuzz-core ALL DEPENDS ${fuzz_bin})
+  add_custom_target(fuzz-core-build ALL DEPENDS ${fuzz_bin})
   set(UVTW_FUZZ_SECONDS 30 CACHE STRING "How long CTest runs fuzz-core")
   add_test(NAME fuzz-core
            COMMAND ${fuzz_bin} -max_total_time=${UVTW_FUZZ_SECONDS}
@@ -105,6 +105,18 @@ if(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
                    -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
                    "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}")
   set_tests_properties(timer-only PROPERTIES TIMEOUT 900)
+  # The project configures and builds with Ninja as well as with Make.
+  find_program(UVTW_NINJA NAMES ninja ninja-build)
+  if(UVTW_NINJA)
+    add_test(NAME ninja-tree
+             COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/ninja-tree.sh
+                     ${PROJECT_SOURCE_DIR} ${UVTW_NINJA}
+                     -DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}
+                     "-DCMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH}")
+    set_tests_properties(ninja-tree PROPERTIES TIMEOUT 600)
+  else()
+    message(STATUS "ninja-tree: skipped (no ninja)")
+  endif()
   foreach(how add_subdirectory FetchContent)
     add_test(NAME subproject-${how}
              COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/subproject.sh

@@ -420,6 +420,8 @@ int bench_cell_run(const bench_cell_t* c) {
   double rmin;
   double rmax;
   double r;
+  double lo;
+  double hi;
   uint64_t t0;
   int runs;
   int side;
@@ -481,6 +483,26 @@ int bench_cell_run(const bench_cell_t* c) {
     rmin = rmax = NAN;
   printf(" ratio=%.2f ratio_min=%.2f ratio_max=%.2f",
          ratio_of(c->direction, med[0][0], med[1][0]), rmin, rmax);
+  /* The primary metric's range over the runs, per side: the chart's
+   * whiskers. */
+  for (side = 0; side < 2; side++) {
+    lo = INFINITY;
+    hi = -INFINITY;
+    for (k = 0; k < runs; k++) {
+      if (isnan(s[side][k].v[0]))
+        continue;
+      if (s[side][k].v[0] < lo)
+        lo = s[side][k].v[0];
+      if (s[side][k].v[0] > hi)
+        hi = s[side][k].v[0];
+    }
+    if (lo > hi)
+      continue;
+    printf(" %s_%s_min=", side == 0 ? "uvtw" : "base", c->metric[0]);
+    print_value(lo, c->is_int[0]);
+    printf(" %s_%s_max=", side == 0 ? "uvtw" : "base", c->metric[0]);
+    print_value(hi, c->is_int[0]);
+  }
   for (m = 1; m < c->nmetrics; m++) {
     for (side = 0; side < 2; side++) {
       if (isnan(med[side][m]))

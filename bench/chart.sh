@@ -5,11 +5,13 @@
 #   bench/chart.sh BUILD_DIR OUT_PREFIX [uvtw-bench options...]
 #
 # runs BUILD_DIR/bench/uvtw-bench (a Release tree) under nice for insert,
-# churn, rpc, expire-seq and expire-rand at its default sizes (10,000,
-# 100,000 and 1,000,000 timers), 3 runs per side and cell unless the
-# options say otherwise, and writes OUT_PREFIX.txt (the bench's stdout,
-# after "#" lines that say when, where and what: the caption) and
-# OUT_PREFIX.svg (bench/plot.py).  About 3 minutes on this 2-core VM.
+# churn, rpc, expire-seq and expire-rand at 100, 1,000, 10,000, 100,000 and
+# 1,000,000 timers (CHART_SIZES overrides the list), 3 runs per side and
+# cell unless the options say otherwise, and writes OUT_PREFIX.txt (the
+# bench's stdout, after "#" lines that say when, where and what: the
+# caption) and OUT_PREFIX.svg (bench/plot.py).  The small sizes are where
+# a heap of a few timers may beat the wheel.  About 5 minutes on this
+# 2-core VM.
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
@@ -25,6 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 if [ $# -eq 0 ]; then
   set -- --runs 3
 fi
+sizes=${CHART_SIZES:-100 1000 10000 100000 1000000}
 
 build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
 if [ "$build_type" != Release ]; then
@@ -40,13 +43,15 @@ load() { cut -d ' ' -f 1-3 /proc/loadavg; }
   echo "# date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "# machine: $(nproc) CPUs, $cpu"
   echo "# commit: $commit ($build_type build, libuv $(pkg-config --modversion libuv 2>/dev/null || echo '?'))"
-  echo "# command: uvtw-bench --scenario S $* (nice), S in insert churn rpc expire-seq expire-rand"
+  echo "# command: uvtw-bench --scenario S --n N $* (nice), S in insert churn rpc expire-seq expire-rand, N in $sizes"
   echo "# load average at the start: $(load)"
 } >"$out.txt"
 : >"$out.log"
 for s in insert churn rpc expire-seq expire-rand; do
-  echo "chart.sh: $s" >&2
-  nice "$bench" --scenario "$s" "$@" >>"$out.txt" 2>>"$out.log"
+  for n in $sizes; do
+    echo "chart.sh: $s n=$n" >&2
+    nice "$bench" --scenario "$s" --n "$n" "$@" >>"$out.txt" 2>>"$out.log"
+  done
 done
 echo "# load average at the end: $(load)" >>"$out.txt"
 rm -f "$out.log"

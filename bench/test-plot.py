@@ -8,8 +8,10 @@ Runs UVTW_BENCH --quick --runs 1 for the five scenarios of the chart
 (about 2 s), draws them with PLOT_PY into a temporary directory, parses
 the SVG as XML and checks it: one panel per scenario, titled in order,
 each with a "uvtw" and a "uv_timer_t" series with one marker per size of
-the run, and one ratio label per size that matches the input; the caption
-says the date, machine and commit it was given.  Then checks that an input
+the run, and one ratio label per size that matches the input; a speed-up
+panel with one series per scenario, one marker per size, and the 1x line;
+an opaque background; the caption says the date, machine and commit it
+was given.  Then checks that an input
 without one of the scenarios is refused (exit 1).  Nothing is written
 outside the temporary directory.  Asserts nothing about speed.
 """
@@ -31,14 +33,17 @@ def fail(msg):
 
 
 def plot_groups(root):
-    """The gnuplot_plot_* groups, in document order, as (texts, markers)."""
-    out = []
+    """The gnuplot_plot_* groups, in document order, as (texts, markers).
+    gnuplot draws an opaque key after the plots, in a second group of the
+    same id: the two are one series."""
+    out = {}
     for g in root.iter(SVG + "g"):
-        if g.get("id", "").startswith("gnuplot_plot_"):
-            texts = [t.text for t in g.iter(SVG + "text")]
-            markers = len(list(g.iter(SVG + "use")))
-            out.append((texts, markers))
-    return out
+        gid = g.get("id", "")
+        if gid.startswith("gnuplot_plot_"):
+            texts, markers = out.setdefault(gid, ([], [0]))
+            texts.extend(t.text for t in g.iter(SVG + "text"))
+            markers[0] += len(list(g.iter(SVG + "use")))
+    return [(texts, markers[0]) for texts, markers in out.values()]
 
 
 def main():
@@ -95,8 +100,14 @@ def main():
             fail("panel titles %s, expected %s" % (got, SCENARIOS))
         for want in ("2000-01-02 03:04 UTC", "test machine",
                      "commit abc1234"):
-            if want not in texts:
+            if not any(want in t for t in texts):
                 fail("the caption lacks %r" % want)
+        # Opaque: the first thing drawn fills the whole canvas.
+        first = next(iter(root.iter(SVG + "rect")), None)
+        if (first is None or first.get("x") != "0" or first.get("y") != "0"
+                or first.get("width") != root.get("width").rstrip("px")
+                or first.get("fill") in (None, "none")):
+            fail("no opaque background rectangle first")
 
         # Per panel: uvtw, uv_timer_t (each with its key sample), labels.
         groups = [g for g in plot_groups(root) if g[0] or g[1]]
@@ -117,6 +128,22 @@ def main():
                 fail("%s: ratio labels %s, expected %s"
                      % (s, labels[0], ratios[s]))
 
+        # The speed-up panel: one series per scenario, then the 1x line.
+        if not any(t.startswith("speed-up: ") for t in texts):
+            fail("no speed-up panel")
+        rest = groups[3 * len(SCENARIOS):]
+        if len(rest) != len(SCENARIOS) + 1:
+            fail("speed-up panel: %d plot groups, expected %d"
+                 % (len(rest), len(SCENARIOS) + 1))
+        for (names, markers), s in zip(rest, SCENARIOS):
+            if names != [s]:
+                fail("speed-up: series %s, expected [%r]" % (names, s))
+            if markers != sizes + 1:
+                fail("speed-up: %s has %d markers, expected %d"
+                     % (s, markers, sizes + 1))
+        if rest[-1][0] != ["1x"]:
+            fail("speed-up: last series %s, expected ['1x']" % rest[-1][0])
+
         # An input without one of the scenarios is refused.
         partial = os.path.join(tmp, "partial.txt")
         with open(partial, "w") as f:
@@ -126,8 +153,8 @@ def main():
         if out.returncode != 1 or "rpc" not in out.stderr:
             fail("an input without rpc: exit %d, %r (expected 1, naming "
                  "rpc)" % (out.returncode, out.stderr))
-    print("test-plot: ok (%d panels, %d sizes each)" % (len(SCENARIOS),
-                                                        sizes))
+    print("test-plot: ok (%d panels and the speed-up, %d sizes each)"
+          % (len(SCENARIOS), sizes))
     return 0
 
 

@@ -183,6 +183,16 @@ else()
   message(STATUS "no python3: the README examples are not tested")
 endif()
 
+# docs/api.md has an entry for every UVTW_EXTERN function of uvtw.h, with
+# the header's declaration, and none for a function it does not declare.
+if(Python3_Interpreter_FOUND AND NOT CMAKE_CROSSCOMPILING)
+  add_test(NAME docs-api-complete
+           COMMAND ${Python3_EXECUTABLE}
+                   ${CMAKE_CURRENT_SOURCE_DIR}/api-doc-check.py
+                   ${PROJECT_SOURCE_DIR}/include/uvtw.h
+                   ${PROJECT_SOURCE_DIR}/docs/api.md)
+endif()
+
 # No circle of calls between the files of lib/ (from their objects' symbol
 # tables; the graph is printed in the test's output).
 if(CMAKE_NM AND NOT CMAKE_CROSSCOMPILING AND NOT WIN32)

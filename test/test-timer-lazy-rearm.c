@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* A restart to a later deadline only rewrites the timer (the lazy re-arm),
  * also for the timer the driver waits for, and the driver's wake-up is
- * exact again by the loop's next poll where docs/timers.md ("Wake-ups")
+ * exact again by the loop's next poll where docs/internals.md ("Wake-ups")
  * says it is:
  *   awaited_alone   nobody else at the armed tick: lazy, and after the
  *                   prepare phase the wake-up is the next timer's;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The wake-up rules of docs/timers.md ("Wake-ups"), from every place a
+/* The wake-up rules of docs/internals.md ("Wake-ups"), from every place a
  * program may start or stop a timer: the driver is never armed later than
  * the wheel's earliest work; uv_backend_timeout() is exact right after a
  * start, and after a stop or a later restart of the earliest timer from

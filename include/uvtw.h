@@ -304,7 +304,9 @@ UVTW_EXTERN int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id);
  *         UV_ENOENT   as uvtw_cancel (also from its own callback after
  *                     another thread's UV_EBUSY cancel of this run); a
  *                     reset never moves another task;
- *         UV_EINVAL   wheel is NULL. */
+ *         UV_EINVAL   wheel is NULL.
+ * Memory order: writes before a reset that returns 0 or UV_EBUSY happen
+ * before the task's next run, as a submit's. */
 UVTW_EXTERN int uvtw_reset(uvtw_wheel_t* wheel,
                            uvtw_id_t id,
                            uint64_t delay_ms);

@@ -156,10 +156,54 @@ void uvtw__driver_earlier(uvtw_wheel_t* wheel, uint64_t e) {
 }
 
 
+#ifdef UVTW_CHECK_THREADS
+/* The loop runs on this thread: a driver callback runs on it. */
+static void seen_loop_thread(uvtw_wheel_t* wheel) {
+  atomic_store_explicit(&wheel->driver.loop_thread, uv_thread_self(),
+                        memory_order_relaxed);
+  atomic_store_explicit(&wheel->driver.loop_thread_known, 1,
+                        memory_order_release);
+}
+
+
+void uvtw__driver_check_thread(const uvtw_wheel_t* wheel, const char* call) {
+  uv_thread_t self;
+  uv_thread_t loop;
+
+  if (!atomic_load_explicit(&wheel->driver.loop_thread_known,
+                            memory_order_acquire))
+    return;
+  self = uv_thread_self();
+  loop = atomic_load_explicit(&wheel->driver.loop_thread, memory_order_relaxed);
+  if (uv_thread_equal(&self, &loop))
+    return;
+  /* While the wheel holds the loop (an active referenced timer), the loop
+   * cannot have stopped on its thread in UV_RUN_DEFAULT; otherwise it may
+   * have been handed to this thread (after a join, as libuv allows), which
+   * then runs it. */
+  if (!wheel->driver.ref) {
+    atomic_store_explicit(&((uvtw_wheel_t*) wheel)->driver.loop_thread, self,
+                          memory_order_relaxed);
+    return;
+  }
+  fprintf(stderr,
+          "uvtw: %s called on a thread that does not run the wheel's loop "
+          "(loop-thread functions belong to the loop's thread; this build "
+          "checks it: UVTW_CHECK_THREADS)\n",
+          call);
+  fflush(stderr);
+  abort();
+}
+#else
+# define seen_loop_thread(wheel) ((void) 0)
+#endif
+
+
 static void rearm_cb(uv_prepare_t* prepare) {
   uvtw_wheel_t* wheel;
 
   wheel = prepare->data;
+  seen_loop_thread(wheel);
   uv_prepare_stop(prepare);
   wheel->driver.rearm_pending = 0;
   uvtw__driver_update(wheel);
@@ -292,6 +336,7 @@ static void timer_cb(uv_timer_t* handle) {
   uvtw__driver_t* driver;
 
   wheel = handle->data;
+  seen_loop_thread(wheel);
   driver = &wheel->driver;
   /* The one-shot uv_timer_t is inactive now. */
   driver->armed_tick = UVTW__DRIVER_DISARMED;
@@ -329,6 +374,7 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
   driver->after_pass = after_pass;
   driver->now =
       wheel->virtual_time ? &wheel->virtual_now : loop_clock(wheel->loop);
+  atomic_init(&driver->loop_thread_known, 0);
   if (wheel->virtual_time)
     driver->rearm_below = 0; /* never armed */
   /* Neither can fail on unix. */

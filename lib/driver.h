@@ -55,6 +55,14 @@ typedef struct {
   /* Runs after the callbacks of every pass: the task half's flush, given
    * by wheel.c, which alone knows that half. */
   void (*after_pass)(uvtw_wheel_t* wheel);
+  /* The checked build (UVTW_CHECK_THREADS; the fields are there in every
+   * build, so that the layout does not depend on it): the thread the
+   * driver's callbacks last ran on, which runs the loop; unknown (any
+   * thread passes) until one has run, so that a wheel may be made and set
+   * up on one thread and its loop run on another.  Atomics: a check on a
+   * wrong thread races by definition. */
+  _Atomic(uv_thread_t) loop_thread;
+  _Atomic int loop_thread_known;
 } uvtw__driver_t;
 
 /* The state of a driver that was never armed: a virtual wheel's driver
@@ -117,6 +125,20 @@ void uvtw__driver_sync_ref(uvtw_wheel_t* wheel);
  * timers before running them, the next pass may have to leave it for the
  * one after (driver.c). */
 void uvtw__driver_due_start(uvtw_wheel_t* wheel);
+
+/* The checked build (UVTW_CHECK_THREADS): aborts with a message naming
+ * `call` if the calling thread is not the one the driver's callbacks last
+ * ran on while the wheel holds the loop (an active referenced timer: the
+ * loop still runs there); while it holds nothing, the caller may have been
+ * handed the loop, and becomes its thread.  UVTW__LOOP_THREAD_ONLY(wheel)
+ * calls it with the caller's name, and is nothing in other builds. */
+void uvtw__driver_check_thread(const uvtw_wheel_t* wheel, const char* call);
+#ifdef UVTW_CHECK_THREADS
+# define UVTW__LOOP_THREAD_ONLY(wheel)                                         \
+  uvtw__driver_check_thread((wheel), __func__)
+#else
+# define UVTW__LOOP_THREAD_ONLY(wheel) ((void) 0)
+#endif
 
 /* The wheel is closing: stops the driver's handles. */
 void uvtw__driver_stop(uvtw_wheel_t* wheel);

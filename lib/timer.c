@@ -7,6 +7,7 @@
 int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
   if (wheel == NULL || timer == NULL)
     return UV_EINVAL;
+  UVTW__LOOP_THREAD_ONLY(wheel);
   timer->link_.next = NULL;
   timer->link_.prev = NULL;
   timer->wheel_ = wheel;
@@ -133,6 +134,7 @@ int uvtw_timer_start(uvtw_timer_t* timer,
   if (timer == NULL || cb == NULL || timer->wheel_ == NULL)
     return UV_EINVAL;
   wheel = timer->wheel_;
+  UVTW__LOOP_THREAD_ONLY(wheel);
   /* One test for both rarer paths: timeout 0 wraps to UINT64_MAX, and a
    * precise wheel's bound takes every timeout (internal.h). */
   if (timeout - 1 >= wheel->plain_timeouts)
@@ -149,6 +151,7 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   if (timer == NULL || timer->link_.next == NULL)
     return 0;
   wheel = timer->wheel_;
+  UVTW__LOOP_THREAD_ONLY(wheel);
   uvtw__core_stop(&wheel->core, timer);
   return uvtw__driver_stopped(wheel, timer);
 }
@@ -176,6 +179,7 @@ uint64_t uvtw_timer_get_repeat(const uvtw_timer_t* timer) {
 int uvtw_timer_set_leeway(uvtw_timer_t* timer, uint64_t ms) {
   if (timer == NULL || ms > UVTW_LEEWAY_MS_MAX)
     return UV_EINVAL;
+  UVTW__LOOP_THREAD_ONLY(timer->wheel_);
   if (timer->link_.next != NULL)
     return UV_EBUSY; /* its expiry must not move while it is filed */
   timer->order_ = (timer->order_ & ~UVTW__ORDER_LEEWAY) |
@@ -213,12 +217,14 @@ int uvtw_timer_is_active(const uvtw_timer_t* timer) {
 
 
 void uvtw_timer_ref(uvtw_timer_t* timer) {
+  UVTW__LOOP_THREAD_ONLY(timer->wheel_);
   uvtw__core_set_ref(&timer->wheel_->core, timer, 1);
   uvtw__driver_sync_ref(timer->wheel_);
 }
 
 
 void uvtw_timer_unref(uvtw_timer_t* timer) {
+  UVTW__LOOP_THREAD_ONLY(timer->wheel_);
   uvtw__core_set_ref(&timer->wheel_->core, timer, 0);
   uvtw__driver_sync_ref(timer->wheel_);
 }

@@ -63,6 +63,7 @@ int uvtw_wheel_advance(uvtw_wheel_t* wheel, uint64_t ms) {
 
   if (wheel == NULL || !wheel->virtual_time)
     return UV_EINVAL;
+  UVTW__LOOP_THREAD_ONLY(wheel);
   if (wheel->closing)
     return UV_ECANCELED;
   if (wheel->advancing)
@@ -105,6 +106,7 @@ uint64_t uvtw_wheel_next_due(uvtw_wheel_t* wheel) {
   uint64_t due_ms;
   uint64_t now;
 
+  UVTW__LOOP_THREAD_ONLY(wheel);
   if (wheel->virtual_time && !wheel->advancing)
     take_in(wheel);
   tick = uvtw__core_next_due(&wheel->core);

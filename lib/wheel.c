@@ -175,6 +175,7 @@ static void close_continue(uvtw_wheel_t* wheel) {
 int uvtw_wheel_close(uvtw_wheel_t* wheel, uvtw_close_cb cb) {
   if (wheel == NULL || wheel->closing != UVTW__OPEN)
     return UV_EINVAL;
+  UVTW__LOOP_THREAD_ONLY(wheel);
   /* Step 1. */
   wheel->closing = UVTW__CLOSING_TASKS;
   wheel->close_cb = cb;
@@ -205,6 +206,7 @@ void uvtw_wheel_walk(uvtw_wheel_t* wheel,
                      void* arg) {
   walk_ctx_t ctx;
 
+  UVTW__LOOP_THREAD_ONLY(wheel);
   ctx.fn = fn;
   ctx.arg = arg;
   uvtw__core_walk(&wheel->core, walk_user_timer, &ctx);
@@ -218,6 +220,7 @@ static uint64_t timers_active(const uvtw_wheel_t* wheel) {
 
 
 void uvtw_wheel_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
+  UVTW__LOOP_THREAD_ONLY(wheel);
   uvtw__tasks_stats(wheel, out);
   out->timers_active = timers_active(wheel);
   /* A task counts as fired when its callback runs, wherever that is;

@@ -70,12 +70,9 @@ typedef enum {
 struct uvtw_wheel_s {
   uvtw__core_t core;
   uv_loop_t* loop;
-  /* A start takes the plain path (deadline = now + timeout) iff
-   * timeout - 1 < plain_timeouts: UINT64_MAX (every timeout but 0), or 0
-   * on a precise wheel (options.precise, on a wheel of the loop's clock),
-   * whose starts count from uv_hrtime(), rounded up (uvtw__hrtime_ms, core.h).
-   */
-  uint64_t plain_timeouts;
+  /* options.precise, on a wheel of the loop's clock: starts count from
+   * uv_hrtime(), rounded up (uvtw__hrtime_ms, core.h). */
+  int precise;
   uvtw__driver_t driver;
   uv_async_t async; /* cross-thread wake-up; referenced only while it holds
                      * the loop for tasks or for close (task.c) */

@@ -19,16 +19,15 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 }
 
 
-/* What a start or a stop rarely needs (a move of the driver, a change of
- * its ref state) is in cold functions of their own, so that the common
- * path stays short.  No call scans the wheel: a start that comes earlier
- * than the driver arms it at its own tick, and a stop or restart of the
- * timer the driver waits for leaves the re-arm to the loop's prepare
- * phase (driver.c). */
+/* No call scans the wheel: a start that comes earlier than the driver
+ * arms it at its own tick, and a stop or restart of the timer the driver
+ * waits for leaves the re-arm to the loop's prepare phase (driver.c). */
 
 /* A restart that is not lazy, or whose timer the driver may wait for
- * (uvtw__driver_restart said so in `what`).  The timer was active and
- * stays so: active_ref, hence the driver's ref state, is unchanged. */
+ * (uvtw__driver_restart said so in `what`).  The timer stays active:
+ * active_ref, hence the driver's ref state, is unchanged.  Out of line:
+ * inlined, its registers cost the lazy re-arm 70 instructions where it
+ * takes 50 (--scenario calls). */
 static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
                                                   uvtw_timer_t* timer,
                                                   uint64_t deadline,
@@ -56,15 +55,11 @@ static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
 /* Restarts an active timer (so the wheel is not closing: close makes every
  * timer inactive, and no start succeeds after it).  The lazy re-arm, the
  * idle-timeout pattern, touches only the timer. */
-static inline int restart(uvtw_wheel_t* wheel,
-                          uvtw_timer_t* timer,
-                          uvtw_timer_cb cb,
-                          uint64_t repeat,
-                          uint64_t deadline) {
+static int restart(uvtw_wheel_t* wheel,
+                   uvtw_timer_t* timer,
+                   uint64_t deadline) {
   unsigned what;
 
-  timer->cb_ = cb;
-  timer->repeat_ = repeat;
   what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
   if (what != UVTW__RESTART_LAZY)
     return restart_slow(wheel, timer, deadline, what);
@@ -73,32 +68,32 @@ static inline int restart(uvtw_wheel_t* wheel,
 }
 
 
-/* A start for `deadline`. */
-static inline int start_at(uvtw_wheel_t* wheel,
-                           uvtw_timer_t* timer,
-                           uvtw_timer_cb cb,
-                           uint64_t repeat,
-                           uint64_t deadline) {
-  uint64_t ref;
+/* A start for `deadline`: a restart if the timer is active. */
+static int start_at(uvtw_wheel_t* wheel,
+                    uvtw_timer_t* timer,
+                    uvtw_timer_cb cb,
+                    uint64_t repeat,
+                    uint64_t deadline) {
   uint64_t e;
 
-  if (timer->link_.next != NULL)
-    return restart(wheel, timer, cb, repeat, deadline);
-  if (wheel->closing)
-    return UV_ECANCELED;
-  ref = uvtw__timer_ref(timer);
   timer->cb_ = cb;
   timer->repeat_ = repeat;
+  if (timer->link_.next != NULL)
+    return restart(wheel, timer, deadline);
+  if (wheel->closing)
+    return UV_ECANCELED;
   e = uvtw__core_start(&wheel->core, timer, deadline,
                        uvtw__driver_now(&wheel->driver));
-  if (uvtw__driver_hears_start(&wheel->driver, e, ref))
+  if (uvtw__driver_hears_start(&wheel->driver, e, uvtw__timer_ref(timer)))
     uvtw__driver_earlier(wheel, e);
   return 0;
 }
 
 
 /* timeout 0: the driver may be held for the timers phase now running
- * (uvtw__driver_due_start).  Out of line, as rare in a hot loop. */
+ * (uvtw__driver_due_start).  This and start_precise are out of line: a
+ * call inlined into uvtw_timer_start makes every start save registers
+ * (the lazy re-arm 65 instructions where it takes 50, --scenario calls). */
 static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
                                                uvtw_timer_t* timer,
                                                uvtw_timer_cb cb,
@@ -110,9 +105,7 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
 }
 
 
-/* options.precise: the deadline counts from uv_hrtime(), rounded up.  Out
- * of line, so that the clock call does not make every start save
- * registers. */
+/* options.precise: the deadline counts from uv_hrtime(), rounded up. */
 static int __attribute__((noinline)) start_precise(uvtw_wheel_t* wheel,
                                                    uvtw_timer_t* timer,
                                                    uvtw_timer_cb cb,
@@ -135,11 +128,10 @@ int uvtw_timer_start(uvtw_timer_t* timer,
     return UV_EINVAL;
   wheel = timer->wheel_;
   UVTW__LOOP_THREAD_ONLY(wheel);
-  /* One test for both rarer paths: timeout 0 wraps to UINT64_MAX, and a
-   * precise wheel's bound takes every timeout (internal.h). */
-  if (timeout - 1 >= wheel->plain_timeouts)
-    return timeout == 0 ? start_due(wheel, timer, cb, repeat)
-                        : start_precise(wheel, timer, cb, timeout, repeat);
+  if (timeout == 0)
+    return start_due(wheel, timer, cb, repeat);
+  if (wheel->precise)
+    return start_precise(wheel, timer, cb, timeout, repeat);
   return start_at(wheel, timer, cb, repeat,
                   uvtw__sat_add(uvtw__driver_now(&wheel->driver), timeout));
 }

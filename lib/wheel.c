@@ -111,8 +111,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   wheel->advancing = 0;
   wheel->virtual_now = uv_now(loop);
   atomic_init(&wheel->virtual_now_shared, wheel->virtual_now);
-  wheel->plain_timeouts =
-      opts->precise != 0 && !wheel->virtual_time ? 0 : UINT64_MAX;
+  wheel->precise = opts->precise != 0 && !wheel->virtual_time;
   wheel->core.task_leeway =
       uvtw__leeway_bits(&wheel->core, opts->task_leeway_ms);
   wheel->core.leeway_used = wheel->core.task_leeway != 0;
@@ -124,7 +123,7 @@ int uvtw_wheel_new(uv_loop_t* loop,
   }
   if (wheel->virtual_time)
     wheel->tasks.virtual_clock = &wheel->virtual_now_shared;
-  wheel->tasks.precise = wheel->plain_timeouts == 0;
+  wheel->tasks.precise = wheel->precise;
   /* uv_async_init is the one that can fail (no eventfd), so it comes first:
    * a failure leaves no handle to close.  The other two cannot fail on
    * unix. */

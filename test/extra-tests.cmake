@@ -26,7 +26,8 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c
-            ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/list.h
+            ${PROJECT_SOURCE_DIR}/lib/core.h ${PROJECT_SOURCE_DIR}/lib/core-inl.h
+            ${PROJECT_SOURCE_DIR}/lib/list.h
             ${PROJECT_SOURCE_DIR}/include/uvtw.h
     COMMENT "Building fuzz-core with clang")
   add_custom_target(fuzz-core-build ALL DEPENDS ${fuzz_bin})

@@ -506,7 +506,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
  * core.c (uvtw__core_late_by_tick). */
 static inline uint64_t uvtw__core_popped_lateness(const uvtw__core_t* core,
                                                   uint64_t now_ms) {
-  if (__builtin_expect(core->tick_ms != 1, 0))
+  if (core->tick_ms != 1)
     return uvtw__core_late_by_tick(core, now_ms);
   return core->popped_late;
 }

@@ -435,7 +435,7 @@ static int tighten_slot(uvtw__core_t* core,
 
 
 /* uvtw__core_tighten in general. */
-static uint64_t __attribute__((noinline)) tighten_slow(uvtw__core_t* core) {
+static uint64_t tighten_slow(uvtw__core_t* core) {
   uint64_t budget;
   uint64_t first;
   unsigned level;
@@ -745,7 +745,7 @@ uint64_t uvtw__core_start_behind(uvtw__core_t* core,
 
 
 /* Sorts `due`, then re-files the timers in it that are not due. */
-static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
+static void finish_due(uvtw__core_t* core) {
   struct uvtw__link todo;
   struct uvtw__link* link;
   uvtw_timer_t* t;
@@ -785,8 +785,7 @@ static void __attribute__((noinline)) finish_due(uvtw__core_t* core) {
 
 
 /* uvtw__core_expire in general. */
-static void __attribute__((noinline))
-expire_slow(uvtw__core_t* core, uint64_t now_ms) {
+static void expire_slow(uvtw__core_t* core, uint64_t now_ms) {
   struct uvtw__link todo;
   uint64_t n;
   uint64_t n2;

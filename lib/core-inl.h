@@ -379,7 +379,7 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
                                         uint64_t deadline_ms,
                                         uint64_t now_ms) {
   if (now_ms - core->collected_ms >= core->tick_ms)
-    return uvtw__core_start_behind(core, t, deadline_ms, now_ms);
+    uvtw__core_catch_up(core, now_ms);
   return uvtw__core_place(core, t, deadline_ms);
 }
 

@@ -735,15 +735,6 @@ void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
 }
 
 
-uint64_t uvtw__core_start_behind(uvtw__core_t* core,
-                                 uvtw_timer_t* t,
-                                 uint64_t deadline_ms,
-                                 uint64_t now_ms) {
-  uvtw__core_catch_up(core, now_ms);
-  return uvtw__core_place(core, t, deadline_ms);
-}
-
-
 /* Sorts `due`, then re-files the timers in it that are not due. */
 static void finish_due(uvtw__core_t* core) {
   struct uvtw__link todo;

@@ -264,15 +264,6 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
                                         uint64_t deadline_ms,
                                         uint64_t now_ms);
 
-/* uvtw__core_start when the loop's time is a tick or more ahead of the
- * wheel's: catches up (uvtw__core_catch_up), then places the timer.  Out of
- * line: a call inlined into every start makes each save registers (the
- * lazy re-arm 65.1 instructions where it takes 61.1, --scenario calls). */
-uint64_t uvtw__core_start_behind(uvtw__core_t* core,
-                                 uvtw_timer_t* t,
-                                 uint64_t deadline_ms,
-                                 uint64_t now_ms);
-
 /* Makes `t` inactive (a user's or a task's); no-op on an inactive one. */
 static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t);
 

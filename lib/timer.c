@@ -26,8 +26,8 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
 /* A restart that is not lazy, or whose timer the driver may wait for
  * (uvtw__driver_restart said so in `what`).  The timer stays active:
  * active_ref, hence the driver's ref state, is unchanged.  Out of line:
- * inlined, it costs a start 142.7 instructions where it takes 120.7, the
- * lazy re-arm 69.1 where it takes 61.1 (--scenario calls). */
+ * inlined, it costs a start 143.7 instructions where it takes 124.7
+ * (--scenario calls). */
 static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
                                                   uvtw_timer_t* timer,
                                                   uint64_t deadline,
@@ -91,14 +91,11 @@ static int start_at(uvtw_wheel_t* wheel,
 
 
 /* timeout 0: the driver may be held for the timers phase now running
- * (uvtw__driver_due_start).  This and start_precise are out of line: a
- * call inlined into uvtw_timer_start makes every start save registers
- * (131.7 instructions a start where it takes 120.7, the lazy re-arm 72.1
- * where it takes 61.1, --scenario calls). */
-static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
-                                               uvtw_timer_t* timer,
-                                               uvtw_timer_cb cb,
-                                               uint64_t repeat) {
+ * (uvtw__driver_due_start). */
+static int start_due(uvtw_wheel_t* wheel,
+                     uvtw_timer_t* timer,
+                     uvtw_timer_cb cb,
+                     uint64_t repeat) {
   if (wheel->closing)
     return UV_ECANCELED;
   uvtw__driver_due_start(wheel);
@@ -107,11 +104,11 @@ static int __attribute__((noinline)) start_due(uvtw_wheel_t* wheel,
 
 
 /* options.precise: the deadline counts from uv_hrtime(), rounded up. */
-static int __attribute__((noinline)) start_precise(uvtw_wheel_t* wheel,
-                                                   uvtw_timer_t* timer,
-                                                   uvtw_timer_cb cb,
-                                                   uint64_t timeout,
-                                                   uint64_t repeat) {
+static int start_precise(uvtw_wheel_t* wheel,
+                         uvtw_timer_t* timer,
+                         uvtw_timer_cb cb,
+                         uint64_t timeout,
+                         uint64_t repeat) {
   uint64_t deadline;
 
   deadline = uvtw__sat_add(uvtw__hrtime_ms(uv_hrtime(), 1), timeout);

@@ -6,7 +6,8 @@
  * here with the code's name and the code's orders (test/relacy-orders.py
  * compares them, function by function, and fails on any difference), and
  * the loop's side (lib/task.c, single-threaded) is here as far as it moves
- * nodes, with a wheel reduced to "filed or not".
+ * nodes, with a wheel reduced to "filed or not" (a pass fires every filed
+ * task, at most twice a task).
  *
  * Plain data is rl::var: the node's payload (cb, arg, repeat_ms, on_pool),
  * a pool request's results, and `wheel_mem`, which stands for the wheel's
@@ -32,7 +33,15 @@
  *     wheel right after its first look at the queue;
  *   pool-cancel: producer 1 submits a repeating UVTW_THREADPOOL task and
  *     resets it, producer 2 cancels it; the loop hands it to the
- *     threadpool thread, whose run cancels its own task on its second run.
+ *     threadpool thread, whose run cancels its own task on its second run;
+ *   pool-close: producer 1 submits a repeating UVTW_THREADPOOL task and
+ *     resets it, producer 2 resets it; the loop closes the wheel once they
+ *     are done, racing the pool run (queued work is uv_cancel'ed).
+ * Random search: each iteration is one schedule, seeded by its number, so
+ * a run is reproducible.  (Relacy's context-bound search does not fit: the
+ * loop's waits spin, and it reports them as livelocks.)  Each scenario
+ * must also reach the outcomes it exists for (main(), must_see), so it
+ * cannot pass by never getting there.
  *
  * Properties: every accepted task ends exactly once (a one-shot's run, a
  * cancel that returned 0 or UV_EBUSY, or its final call); no run starts
@@ -50,10 +59,12 @@
  * the async handle) and the counters read for stats.
  *
  * The broken twin (-DUVTW_RELACY_BROKEN) weakens the acquire of the
- * loop's exchange in uvtw__queue_take to relaxed: a submit publishes the
- * node's payload with its release push, and only that acquire makes it
- * visible to the loop, which reads on_pool and repeat_ms as it files the
- * task; Relacy must report a data race there. */
+ * loop's exchange in uvtw__queue_take to relaxed.  A submit publishes the
+ * node's payload (cb, arg, repeat_ms, on_pool) with its release push, and
+ * for a push that found the stack busy, so sent no wake-up, only that
+ * acquire makes the payload visible to the loop, which reads on_pool and
+ * repeat_ms as it files the task: Relacy must report a data race there
+ * (submit-cancel-reset, whose producers push while the stack is busy). */
 
 #include <relacy/relacy.hpp>
 
@@ -216,7 +227,8 @@ enum {
   SEEN_FINAL_CALL = 1 << 9,
   SEEN_UV_CANCELED = 1 << 10,
   SEEN_OWN_CANCEL_0 = 1 << 11,
-  SEEN_BEFORE_TAKE_IN = 1 << 12 /* a cancel before the loop took it in */
+  SEEN_BEFORE_TAKE_IN = 1 << 12, /* a cancel before the loop took it in */
+  SEEN_MOVED = 1 << 13           /* the loop applied a reset's deadline */
 };
 static const char* const seen_names[] = {"cancel 0",
                                          "cancel UV_EBUSY",
@@ -230,7 +242,8 @@ static const char* const seen_names[] = {"cancel 0",
                                          "final call",
                                          "uv_cancel'ed run",
                                          "own cancel 0",
-                                         "cancel before take-in"};
+                                         "cancel before take-in",
+                                         "reset applied"};
 static unsigned seen_all; /* over all iterations */
 
 static int uv_thread_self() {
@@ -789,6 +802,21 @@ static void unfile(uvtw__task_t* node) {
 }
 
 
+/* Submits ask for DELAY_SUBMIT, resets for DELAY_RESET1 or 2.  The loop
+ * reads a moved task's deadline after a CAS that saw W_MOVED (acquire):
+ * it must be a reset's (rule 2), not the submit's. */
+enum { DELAY_SUBMIT = 10, DELAY_RESET1 = 20, DELAY_RESET2 = 30 };
+
+static uint64_t moved_deadline(uvtw__task_t* node) {
+  uint64_t d;
+
+  d = uvtw__task_deadline(node);
+  RL_ASSERT(d == DELAY_RESET1 || d == DELAY_RESET2);
+  ghost->seen |= SEEN_MOVED;
+  return d;
+}
+
+
 static void file_at(uvtw__task_t* node, uint64_t deadline) {
   (void) deadline;
   unfile(node);
@@ -843,7 +871,9 @@ static void take(uvtw__tasks_t* tasks, uvtw__task_t* node) {
       break;
     if (tasks->closing)
       to_final(tasks, node);
-    else if (!(w & UVTW__W_TAKEN) || (w & UVTW__W_MOVED))
+    else if (w & UVTW__W_MOVED)
+      file_at(node, moved_deadline(node));
+    else if (!(w & UVTW__W_TAKEN))
       file_at(node, uvtw__task_deadline(node));
     break;
   case UVTW__T_CANCELLED:
@@ -875,8 +905,9 @@ static void uvtw__task_fire(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 
   on_pool = node->on_pool($);
   if (!uvtw__task_dispatch(node, on_pool)) {
+    /* PENDING: dispatch found W_MOVED (only the loop clears it). */
     if (UVTW__STATE(uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
-      file_at(node, uvtw__task_deadline(node));
+      file_at(node, moved_deadline(node));
     } else {
       unfile(node);
       release_if_idle(tasks, node);
@@ -902,7 +933,7 @@ static void uvtw__task_fire(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   case UVTW__T_PENDING:
     w = uvtw__task_clear_moved(node);
     if (UVTW__STATE(w) == UVTW__T_PENDING && (w & UVTW__W_MOVED))
-      file_at(node, uvtw__task_deadline(node));
+      file_at(node, moved_deadline(node));
     return;
   case UVTW__T_CLOSED:
     unfile(node);
@@ -957,7 +988,7 @@ static void after_work_cb(uvtw__tasks_t* tasks,
   if (status != UV_ECANCELED && !tasks->closing &&
       UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
     if (w & UVTW__W_MOVED)
-      (void) uvtw__task_deadline(node);
+      (void) moved_deadline(node);
     file_at(node, 0);
   } else if (tasks->closing) {
     to_final(tasks, node);
@@ -1208,21 +1239,21 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
       return;
     }
     if (i == 0) {
-      err = uvtw_submit(&tasks, 10, S == CLOSE_RACES ? 0 : 5,
+      err = uvtw_submit(&tasks, DELAY_SUBMIT, S == CLOSE_RACES ? 0 : 5,
                         S >= POOL_CANCEL ? UVTW_THREADPOOL : 0, 1, &id);
       if (err == 0)
         model_id_send(&tasks, id);
-      seen_reset(uvtw_reset(&tasks, id, 20));
+      seen_reset(uvtw_reset(&tasks, id, DELAY_RESET1));
       if (S < POOL_CANCEL)
-        seen_submit(uvtw_submit(&tasks, 10, 0, 0, 2, &id));
+        seen_submit(uvtw_submit(&tasks, DELAY_SUBMIT, 0, 0, 2, &id));
     } else {
       id = model_id_recv(&tasks);
       if (S != POOL_CLOSE)
         ghost_cancelled(1, uvtw_cancel(&tasks, id));
       if (S != POOL_CANCEL)
-        seen_reset(uvtw_reset(&tasks, id, 30));
+        seen_reset(uvtw_reset(&tasks, id, DELAY_RESET2));
       if (S == SUBMIT_CANCEL_RESET)
-        seen_submit(uvtw_submit(&tasks, 10, 0, 0, 3, &id));
+        seen_submit(uvtw_submit(&tasks, DELAY_SUBMIT, 0, 0, 3, &id));
     }
     g.producers_done++;
   }
@@ -1353,7 +1384,7 @@ int main(int argc, char** argv) {
         s, rl::sched_random, n,
         SEEN_CANCEL_0 | SEEN_CANCEL_ENOENT | SEEN_RESET_0 | SEEN_RESET_ENOENT |
             SEEN_NODE_REUSED | SEEN_RUN | SEEN_FINAL_CALL |
-            SEEN_BEFORE_TAKE_IN);
+            SEEN_BEFORE_TAKE_IN | SEEN_MOVED);
   if (strcmp(s, "close-races") == 0)
     return run<protocol<CLOSE_RACES, 3> >(
         s, rl::sched_random, n,
@@ -1363,12 +1394,12 @@ int main(int argc, char** argv) {
     return run<protocol<POOL_CANCEL, 4> >(
         s, rl::sched_random, n,
         SEEN_CANCEL_0 | SEEN_CANCEL_EBUSY | SEEN_RESET_0 | SEEN_POOL_RUN |
-            SEEN_OWN_CANCEL_0 | SEEN_FINAL_CALL);
+            SEEN_OWN_CANCEL_0 | SEEN_FINAL_CALL | SEEN_MOVED);
   if (strcmp(s, "pool-close") == 0)
     return run<protocol<POOL_CLOSE, 4> >(s, rl::sched_random, n,
                                          SEEN_RESET_0 | SEEN_RESET_ENOENT |
                                              SEEN_POOL_RUN | SEEN_UV_CANCELED |
-                                             SEEN_FINAL_CALL);
+                                             SEEN_FINAL_CALL | SEEN_MOVED);
   fprintf(stderr, "no scenario %s\n", s);
   return 2;
 }

@@ -18,7 +18,7 @@ status=$?
 # history Relacy prints before it explains a failure.
 verdict=$(printf '%s\n' "$out" | grep "^$scenario: ")
 if [ "$expect" = pass ]; then
-  printf '%s\n' "$out" | tail -n 3
+  printf '%s\n' "$out" | grep -A 2 "^$scenario: "
   [ "$status" -eq 0 ] && exit 0
   printf '%s\n' "$out" | tail -n 80
   echo "relacy-check: $scenario failed, expected SUCCESS" >&2

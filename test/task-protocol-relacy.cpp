@@ -282,21 +282,6 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-static int gate_enter_bounded(uvtw__tasks_t* tasks) {
-  uint64_t g;
-
-  g = tasks->gate($).load(rl::mo_relaxed);
-  do {
-    if (g & UVTW__G_CLOSING)
-      return UV_ECANCELED;
-    if (UVTW__G_LIVES(g) >= tasks->max_tasks)
-      return UV_ENOSPC;
-  } while (!tasks->gate($).compare_exchange_weak(
-      g, g + UVTW__G_CALL + UVTW__G_LIVE, rl::mo_acquire, rl::mo_relaxed));
-  return 0;
-}
-
-
 static void uvtw__live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
@@ -556,13 +541,18 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
                        int arg,
                        uvtw_id_t* id) {
   uvtw__task_t* node;
-  uint64_t deadline, w;
-  int err;
+  uint64_t deadline, g, w;
 
   deadline = delay_ms;
   if (tasks->max_tasks != 0) {
-    if ((err = gate_enter_bounded(tasks)) != 0)
-      return err;
+    g = tasks->gate($).load(rl::mo_relaxed);
+    do {
+      if (g & UVTW__G_CLOSING)
+        return UV_ECANCELED;
+      if (UVTW__G_LIVES(g) >= tasks->max_tasks)
+        return UV_ENOSPC;
+    } while (!tasks->gate($).compare_exchange_weak(
+        g, g + UVTW__G_CALL + UVTW__G_LIVE, rl::mo_acquire, rl::mo_relaxed));
   } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
     gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
     return UV_ECANCELED;

@@ -807,6 +807,19 @@ static uint64_t moved_deadline(uvtw__task_t* node) {
 }
 
 
+/* A new task: its submit's deadline, or one of a reset racing the take-in.
+ * The scenarios reset only task 1: another task that reuses its node
+ * must never see a store of a reset that held the node for task 1 (rule
+ * 2: the loop frees a node only after its last writer let go, acquire). */
+static uint64_t new_deadline(uvtw__task_t* node) {
+  uint64_t d;
+
+  d = uvtw__task_deadline(node);
+  RL_ASSERT(d == DELAY_SUBMIT || node->arg($) == 1);
+  return d;
+}
+
+
 static void file_at(uvtw__task_t* node, uint64_t deadline) {
   (void) deadline;
   unfile(node);
@@ -864,7 +877,7 @@ static void take(uvtw__tasks_t* tasks, uvtw__task_t* node) {
     else if (w & UVTW__W_MOVED)
       file_at(node, moved_deadline(node));
     else if (!(w & UVTW__W_TAKEN))
-      file_at(node, uvtw__task_deadline(node));
+      file_at(node, new_deadline(node));
     break;
   case UVTW__T_CANCELLED:
   case UVTW__T_DONE:
@@ -1197,6 +1210,27 @@ static void model_init(uvtw__tasks_t* tasks, size_t max_tasks) {
 }
 
 
+/* After close: the loop freed every node once, and the free stack lists
+ * each exactly once, as FREE. */
+static void model_free_stack_whole(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint32_t link;
+  int listed[NNODES], n;
+
+  memset(listed, 0, sizeof(listed));
+  link = UVTW__FREE_LINK(tasks->free_top($).load(rl::mo_acquire));
+  for (n = 0; link != 0; n++) {
+    RL_ASSERT(n < NNODES && link <= NNODES);
+    node = &tasks->nodes[link - 1];
+    RL_ASSERT(!listed[link - 1]);
+    listed[link - 1] = 1;
+    RL_ASSERT(UVTW__STATE(node->state($).load(rl::mo_acquire)) == UVTW__T_FREE);
+    link = node->free_next($).load(rl::mo_acquire);
+  }
+  RL_ASSERT(n == NNODES);
+}
+
+
 enum { SUBMIT_CANCEL_RESET, CLOSE_RACES, POOL_CANCEL, POOL_CLOSE };
 
 template <int S, int N>
@@ -1270,6 +1304,7 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
     RL_ASSERT(g.queued == 0);
     for (t = 1; t < NTASKS; t++)
       RL_ASSERT(g.ends[t] == g.accepted[t]); /* exactly once, or never */
+    model_free_stack_whole(&tasks);
   }
 };
 

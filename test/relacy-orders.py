@@ -5,7 +5,7 @@
    usage: relacy-orders.py lib/task-shared.c test/task-protocol-relacy.cpp
 
 For each function of lib/task-shared.c, the memory_order_* arguments in the
-order they appear; for each function of the model, its rl::mo_* arguments
+order they appear (an atomic_* call without _explicit counts as seq_cst); for each function of the model, its rl::mo_* arguments
 (TWIN_WEAKENS(rl::mo_X) counts as X: the broken twin's one change).  Every
 function of the code with an order must be in the model with the same
 sequence, or be listed in the model as "not modelled: NAME: why"; a model
@@ -38,7 +38,9 @@ def functions(path, order_re):
                 name = m.group(1)
                 funcs[name] = []
         if name is not None:
-            funcs[name] += order_re.findall(line)
+            # An implicit order (the second group matched) is seq_cst.
+            funcs[name] += [m.group(1) or "seq_cst"
+                            for m in order_re.finditer(line)]
             if line.startswith("}"):
                 name = None
     return funcs, text
@@ -47,7 +49,10 @@ def functions(path, order_re):
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
-    code, _ = functions(sys.argv[1], re.compile(r"\bmemory_order_(\w+)"))
+    code, _ = functions(sys.argv[1], re.compile(
+        r"\bmemory_order_(\w+)|\b(?:atomic_(?:load|store|exchange|fetch_[a-z]+|"
+        r"compare_exchange_(?:weak|strong))|atomic_flag_test_and_set|"
+        r"atomic_flag_clear)\s*\(()"))
     model, _ = functions(sys.argv[2], re.compile(r"\brl::mo_(\w+)"))
     raw = open(sys.argv[2], encoding="utf-8").read()
     skipped = set(re.findall(r"not modelled: (\w+):", raw))

@@ -47,9 +47,14 @@
  * cancel that returned 0 or UV_EBUSY, or its final call); no run starts
  * after a cancel returned 0; a node is in the queue at most once; no lost
  * wake-up (once the producers are done and the loop finds no wake-up
- * pending, the queue is empty); close finishes, after every call that it
- * must wait for (wheel_mem); and Relacy's own checks: data races on plain
- * data, reads of uninitialised atomics, leaks.
+ * pending, the queue is empty); the loop applies a reset's deadline, not
+ * an older one, and a node's next task never sees a deadline stored for
+ * an earlier one; close finishes, after every call that it must wait for
+ * (wheel_mem), and leaves every node on the free stack exactly once; and
+ * Relacy's own checks: data races on plain data, reads of uninitialised
+ * atomics, leaks.  (The nodes are type-stable, never freed, so Relacy's
+ * checks of freed memory have nothing to see: wheel_mem stands for what
+ * the close callback frees.)
  *
  * Not modelled: the table's growth (grow(), under grow_lock: the model's
  * nodes are linked on the free stack before the threads start, as grow

@@ -21,8 +21,9 @@ if(Python3_Interpreter_FOUND)
   add_test(NAME relacy-orders
            COMMAND ${Python3_EXECUTABLE}
                    ${CMAKE_CURRENT_SOURCE_DIR}/relacy-orders.py
+                   ${CMAKE_CURRENT_SOURCE_DIR}/task-protocol-relacy.cpp
                    ${PROJECT_SOURCE_DIR}/lib/task-shared.c
-                   ${CMAKE_CURRENT_SOURCE_DIR}/task-protocol-relacy.cpp)
+                   ${PROJECT_SOURCE_DIR}/lib/task.h)
 else()
   message(STATUS "relacy-orders: skipped (no python3)")
 endif()

@@ -39,6 +39,8 @@ check_include_file_cxx(relacy/relacy.hpp UVTW_HAVE_RELACY)
 if(NOT UVTW_HAVE_RELACY)
   message(STATUS "relacy-task-protocol: skipped (no relacy/relacy.hpp: "
                  "apt-get install relacy-dev)")
+  # Looked for again at the next configure: run.sh may install it later.
+  unset(UVTW_HAVE_RELACY CACHE)
   return()
 endif()
 

@@ -240,3 +240,6 @@ if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
 elseif(NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   message(STATUS "spin-task-protocol: skipped (no spin)")
 endif()
+
+# The same protocol under the C11 memory model, with Relacy (relacy.cmake).
+include(${CMAKE_CURRENT_SOURCE_DIR}/relacy.cmake)

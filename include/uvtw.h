@@ -13,7 +13,9 @@
  * "Loop thread": the thread that runs the loop (libuv's rule: the wheel
  * may be created on one thread and its loop run on another; docs/tasks.md,
  * "Liveness", says how a submit tells).  "Any thread": safe from
- * every thread at once, also inside callbacks.  Requires libuv >= 1.44.
+ * every thread at once, also inside callbacks.  A build with
+ * UVTW_CHECK_THREADS (Debug, ASan) aborts, naming the call, when a
+ * loop-thread function runs on another thread.  Requires libuv >= 1.44.
  * Full semantics: docs/wheel.md, timers.md, tasks.md, virtual-time.md. */
 
 #ifndef UVTW_H

@@ -76,12 +76,14 @@ static int start_at(uvtw_wheel_t* wheel,
                     uint64_t deadline) {
   uint64_t e;
 
+  /* An active timer's wheel is not closing (close makes every timer
+   * inactive); a failed start changes nothing. */
+  if (timer->link_.next == NULL && wheel->closing)
+    return UV_ECANCELED;
   timer->cb_ = cb;
   timer->repeat_ = repeat;
   if (timer->link_.next != NULL)
     return restart(wheel, timer, deadline);
-  if (wheel->closing)
-    return UV_ECANCELED;
   e = uvtw__core_start(&wheel->core, timer, deadline,
                        uvtw__driver_now(&wheel->driver));
   if (uvtw__driver_hears_start(&wheel->driver, e, uvtw__timer_ref(timer)))

@@ -166,6 +166,8 @@ static void timers(void) {
   ASSERT_EQ(0, uvtw_timer_is_active(&t2));
   ASSERT_EQ(UV_ECANCELED, uvtw_timer_start(&t, never_cb, 0, 0));
   ASSERT_EQ(UV_ECANCELED, uvtw_timer_start(&t2, never_cb, 1000, 5));
+  ASSERT_UEQ(10,
+             uvtw_timer_get_repeat(&t2)); /* the failed start changed nothing */
   ASSERT_EQ(UV_ECANCELED, uvtw_timer_again(&t2));
   ASSERT_EQ(0, uvtw_timer_is_active(&t));
   ASSERT_EQ(0, uvtw_timer_is_active(&t2));

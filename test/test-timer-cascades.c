@@ -72,13 +72,13 @@ static uint64_t core_drive(uvtw__core_t* core,
 
 
 /* On the core: a wheel made at start_ms (holding one timer due an hour
- * after the spell, so it is not empty, if `far`), a quiet spell of quiet_ms
- * with nothing due and no pass, then n timers started at now + U[lo, lo +
- * span); passes in random steps (the same steps whatever n) until all
+ * after the spell, so it is not empty, if `with_far`), a quiet spell of
+ * quiet_ms with nothing due and no pass, then n timers started at now + U[lo,
+ * lo + span); passes in random steps (the same steps whatever n) until all
  * fired.  Returns the cascades. */
 static uint64_t core_burst(uint64_t start_ms,
                            uint64_t quiet_ms,
-                           int far,
+                           int with_far,
                            size_t n,
                            uint64_t lo,
                            uint64_t span) {
@@ -94,7 +94,7 @@ static uint64_t core_burst(uint64_t start_ms,
   memset(timers, 0, sizeof(timers[0]) * n);
   memset(&far_timer, 0, sizeof(far_timer));
   uvtw__core_init(&core, 1, start_ms);
-  if (far)
+  if (with_far)
     uvtw__core_start(&core, &far_timer, start_ms + quiet_ms + 3600000,
                      start_ms);
   now = start_ms + quiet_ms;
@@ -121,12 +121,12 @@ static uint64_t core_burst(uint64_t start_ms,
  * without it (the far timer moves down as its block comes, by design). */
 static uint64_t burst_cascades(uint64_t start_ms,
                                uint64_t quiet_ms,
-                               int far,
+                               int with_far,
                                size_t n,
                                uint64_t lo,
                                uint64_t span) {
-  return core_burst(start_ms, quiet_ms, far, n, lo, span) -
-         core_burst(start_ms, quiet_ms, far, 0, lo, span);
+  return core_burst(start_ms, quiet_ms, with_far, n, lo, span) -
+         core_burst(start_ms, quiet_ms, with_far, 0, lo, span);
 }
 
 

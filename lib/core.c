@@ -138,7 +138,7 @@ static int upper_occupied(const uvtw__core_t* core, unsigned level) {
 
 /* The first tick of the block after n's at `level`: no slot of the level,
  * nor of any higher one, holds anything earlier. */
-static uint64_t next_block_start(const uvtw__core_t* core, unsigned level) {
+uint64_t uvtw__core_next_block_start(const uvtw__core_t* core, unsigned level) {
   return (block_of(core->now_tick, level) + 1) << uvtw__level_shift(level);
 }
 
@@ -152,9 +152,9 @@ static uint64_t l0_tick(const uvtw__core_t* core, unsigned s) {
 
 
 /* An upper slot's block, likewise. */
-static uint64_t upper_block(const uvtw__core_t* core,
-                            unsigned level,
-                            unsigned s) {
+uint64_t uvtw__core_upper_block(const uvtw__core_t* core,
+                                unsigned level,
+                                unsigned s) {
   uint64_t nb;
 
   nb = block_of(core->now_tick, level);
@@ -195,8 +195,8 @@ static unsigned precascade_slot(const uvtw__core_t* core,
                                 uint64_t* left) {
   unsigned s;
 
-  s = uvtw__core_slot(level, next_block_start(core, level));
-  *left = next_block_start(core, level) - core->now_tick;
+  s = uvtw__core_slot(level, uvtw__core_next_block_start(core, level));
+  *left = uvtw__core_next_block_start(core, level) - core->now_tick;
   return slot_occupied(core, s) ? s : UVTW__NSLOTS;
 }
 
@@ -218,7 +218,7 @@ static uint64_t crowded_block_after_next(const uvtw__core_t* core,
     s = ring_first(core, level, (unsigned) (from & mask));
     if (s == UVTW__NSLOTS)
       return 0;
-    block = upper_block(core, level, s);
+    block = uvtw__core_upper_block(core, level, s);
     if (block < from)
       return 0; /* the search wrapped round */
     if (core->count[uvtw__upper_index(s)] > core->precascade_chunk)
@@ -276,7 +276,7 @@ static uint64_t precascade_tick(const uvtw__core_t* core) {
 
 /* Lowers `next` to the wake-ups that are not slots: the overflow list's
  * re-examination and a pre-cascade step. */
-static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
+uint64_t uvtw__core_next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
   uint64_t tick;
   uint64_t top;
 
@@ -285,7 +285,7 @@ static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
      * block.  None exists while n is in the last one, so no wrap. */
     UVTW__ASSERT(block_of(core->now_tick, UVTW__LEVELS - 1) + 1 <
                  (uint64_t) 1 << (64 - UVTW__TOP_SHIFT));
-    top = next_block_start(core, UVTW__LEVELS - 1);
+    top = uvtw__core_next_block_start(core, UVTW__LEVELS - 1);
     if (top < next)
       next = top;
   }
@@ -297,9 +297,9 @@ static uint64_t next_beyond_slots(const uvtw__core_t* core, uint64_t next) {
 /* The earliest slot over all levels and its tick, or UVTW__NSLOTS.  The
  * rings overlap in time (a timer filed long ago at level 1 may be due
  * before one just filed at level 0): the minimum over all levels. */
-static unsigned earliest_slot(const uvtw__core_t* core,
-                              unsigned* level_out,
-                              uint64_t* tick_out) {
+unsigned uvtw__core_earliest_slot(const uvtw__core_t* core,
+                                  unsigned* level_out,
+                                  uint64_t* tick_out) {
   uint64_t tick;
   unsigned best;
   unsigned level;
@@ -308,7 +308,7 @@ static unsigned earliest_slot(const uvtw__core_t* core,
   best = UVTW__NSLOTS;
   *tick_out = UVTW__NO_TICK;
   for (level = 0; level < UVTW__LEVELS; level++) {
-    if (level != 0 && next_block_start(core, level) >= *tick_out)
+    if (level != 0 && uvtw__core_next_block_start(core, level) >= *tick_out)
       break; /* this level and those above hold nothing earlier */
     s = level_first(core, level, &tick);
     if (s != UVTW__NSLOTS && tick < *tick_out) {
@@ -327,8 +327,8 @@ uint64_t uvtw__core_next_tick(const uvtw__core_t* core) {
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick;
-  earliest_slot(core, &level, &next);
-  return next_beyond_slots(core, next);
+  uvtw__core_earliest_slot(core, &level, &next);
+  return uvtw__core_next_beyond_slots(core, next);
 }
 
 
@@ -338,7 +338,7 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
 
   if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
     return core->now_tick;
-  earliest_slot(core, &level, &next);
+  uvtw__core_earliest_slot(core, &level, &next);
   if (!uvtw__list_empty(&core->overflow) && core->overflow_min < next)
     next = core->overflow_min;
   return next;
@@ -349,7 +349,7 @@ uint64_t uvtw__core_next_expiry(const uvtw__core_t* core) {
  * filed where its expiry (uvtw__core_expiry) belongs: the lowest level
  * whose ring holds it (which may be lower than a start's placement),
  * `ready` if it is due. */
-static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
+void uvtw__core_refile(uvtw__core_t* core, uvtw_timer_t* t) {
   uint64_t e;
   unsigned level;
   unsigned s;
@@ -372,164 +372,6 @@ static void refile(uvtw__core_t* core, uvtw_timer_t* t) {
   if (e < core->overflow_min)
     core->overflow_min = e;
   uvtw__list_append(&core->overflow, &t->link_);
-}
-
-
-/* What tighten_slot found in a slot. */
-enum { SLOT_CROWDED, SLOT_EMPTIED, SLOT_EXACT, SLOT_LATER };
-
-/* Tightens slot s of `level`, the earliest, whose bound is `first`: one
- * walk finds its timers' minimum expiry and whether any was lazily
- * re-armed past the slot's block, then those are re-filed (the wheel
- * would wake at this block only to re-file them).  A slot of more than
- * *budget timers is left alone (SLOT_CROWDED), keeping its early bound;
- * otherwise *budget shrinks by its size.  SLOT_EXACT: the bound was
- * exact; SLOT_LATER: it is now, and later than `first`. */
-static int tighten_slot(uvtw__core_t* core,
-                        unsigned s,
-                        unsigned level,
-                        uint64_t first,
-                        uint64_t* budget) {
-  struct uvtw__link* head;
-  struct uvtw__link* link;
-  struct uvtw__link* next;
-  uvtw_timer_t* t;
-  uint64_t block_end;
-  uint64_t min_e;
-  uint64_t count;
-  uint64_t e;
-  int beyond;
-
-  head = &core->slots[s];
-  block_end = level == 0
-                  ? first
-                  : (upper_block(core, level, s) << uvtw__level_shift(level)) |
-                        (((uint64_t) 1 << uvtw__level_shift(level)) - 1);
-  min_e = UVTW__NO_TICK;
-  count = 0;
-  beyond = 0;
-  for (link = head->next; link != head; link = link->next) {
-    if (++count > *budget)
-      return SLOT_CROWDED;
-    e = uvtw__core_expiry(core, uvtw__timer_of(link));
-    if (e > block_end)
-      beyond = 1;
-    else if (e < min_e)
-      min_e = e;
-  }
-  *budget -= count;
-  for (link = head->next; beyond && link != head; link = next) {
-    next = link->next;
-    t = uvtw__timer_of(link);
-    if (uvtw__core_expiry(core, t) > block_end) {
-      uvtw__core_unlink(core, t);
-      refile(core, t);
-    }
-  }
-  if (min_e == UVTW__NO_TICK)
-    return SLOT_EMPTIED;
-  if (level != 0)
-    core->slot_min[uvtw__upper_index(s)] = min_e;
-  return min_e == first ? SLOT_EXACT : SLOT_LATER;
-}
-
-
-/* uvtw__core_tighten in general. */
-static uint64_t tighten_slow(uvtw__core_t* core) {
-  uint64_t budget;
-  uint64_t first;
-  unsigned level;
-  unsigned s;
-
-  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
-    return core->now_tick; /* due work first; nothing to tighten for it */
-  level = 0;
-  for (budget = UVTW__TIGHTEN_MAX;;) {
-    s = earliest_slot(core, &level, &first);
-    if (s == UVTW__NSLOTS)
-      return next_beyond_slots(core, first);
-    switch (tighten_slot(core, s, level, first, &budget)) {
-    case SLOT_CROWDED: /* its early bound stays */
-    case SLOT_EXACT:   /* still the earliest slot, at the same tick */
-      return next_beyond_slots(core, first);
-    case SLOT_LATER: /* another slot may come first */
-      return uvtw__core_next_tick(core);
-    default: /* the slot emptied: look at the next one, within the budget */
-      break;
-    }
-  }
-}
-
-
-uint64_t uvtw__core_next_due(uvtw__core_t* core) {
-  struct uvtw__link* link;
-  uint64_t budget;
-  uint64_t first;
-  uint64_t over;
-  uint64_t e;
-  unsigned level;
-  unsigned s;
-
-  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due))
-    return core->now_tick;
-  /* The overflow list's bound may be early: make it exact. */
-  over = UVTW__NO_TICK;
-  for (link = core->overflow.next; link != &core->overflow; link = link->next)
-    if ((e = uvtw__core_expiry(core, uvtw__timer_of(link))) < over)
-      over = e;
-  core->overflow_min = over;
-  level = 0;
-  budget = UINT64_MAX;
-  for (;;) {
-    /* Exact still: a re-filing below lowers it to the exact expiry of
-     * what it files there. */
-    over = core->overflow_min;
-    s = earliest_slot(core, &level, &first);
-    if (s == UVTW__NSLOTS || over <= first)
-      return over;
-    if (tighten_slot(core, s, level, first, &budget) == SLOT_EXACT)
-      return first;
-  }
-}
-
-
-/* The common case of uvtw__core_tighten, by the same rule in fewer steps:
- * nothing due, no overflow list, no pre-cascade, and level 0's first slot
- * lies in the occupancy word of now_tick + 1, is the earliest slot (no
- * upper slot's block begins before its tick: the test that ends
- * earliest_slot's scan), holds at most UVTW__TIGHTEN_MAX timers, and all
- * of them expire at its tick: their expiry is at least that tick (a slot's
- * invariant), so a deadline at most the tick's last ms says it, without a
- * division.  Then that tick is exact, and it is what tighten_slow would
- * return.  Anything else goes to tighten_slow. */
-uint64_t uvtw__core_tighten(uvtw__core_t* core) {
-  const struct uvtw__link* head;
-  const struct uvtw__link* link;
-  uint64_t first;
-  uint64_t last_ms;
-  uint64_t word;
-  unsigned count;
-  size_t p;
-
-  if (!uvtw__list_empty(&core->ready) || !uvtw__list_empty(&core->due) ||
-      !uvtw__list_empty(&core->overflow) || core->big_levels != 0)
-    return tighten_slow(core);
-  p = (size_t) ((core->now_tick + 1) & (UVTW__L0_SLOTS - 1));
-  word = core->occupied[p / UVTW__WORD_BITS] >> (p % UVTW__WORD_BITS);
-  if (word == 0)
-    return tighten_slow(core);
-  p += (size_t) __builtin_ctzll(word);
-  first = core->now_tick + 1 + (uint64_t) __builtin_ctzll(word);
-  if (first > next_block_start(core, 1))
-    return tighten_slow(core);
-  last_ms = uvtw__core_ms_of(core, first);
-  head = &core->slots[p];
-  count = 0;
-  for (link = head->next; link != head; link = link->next)
-    if (++count > UVTW__TIGHTEN_MAX ||
-        uvtw__timer_of((struct uvtw__link*) link)->deadline_ > last_ms)
-      return tighten_slow(core);
-  return first;
 }
 
 
@@ -634,7 +476,7 @@ static void cascade(uvtw__core_t* core,
     if (t->deadline_ <= core->collected_ms && uvtw__core_expired(core, t))
       uvtw__list_append(due, link);
     else
-      refile(core, t);
+      uvtw__core_refile(core, t);
   }
 }
 
@@ -692,7 +534,7 @@ static void precascade(uvtw__core_t* core, uint64_t elapsed) {
       --*count;
       /* Its expiry is in the next block, or later if lazily re-armed: never
        * due, and never back in this slot. */
-      refile(core, t);
+      uvtw__core_refile(core, t);
     }
     if (uvtw__list_empty(head))
       uvtw__core_clear_bit(core, s);
@@ -712,8 +554,8 @@ void uvtw__core_catch_up(uvtw__core_t* core, uint64_t now_ms) {
   /* The first tick at which a slot, the overflow list or the pre-cascade
    * needs the wheel (`ready` holds what is due already, which a later now
    * leaves due). */
-  earliest_slot(core, &level, &work);
-  work = next_beyond_slots(core, work);
+  uvtw__core_earliest_slot(core, &level, &work);
+  work = uvtw__core_next_beyond_slots(core, work);
   n = core->now_tick;
   n2 = uvtw__core_tick_floor(core, now_ms);
   if (n2 >= work)
@@ -757,7 +599,7 @@ static void finish_due(uvtw__core_t* core) {
     while (!uvtw__list_empty(&todo)) {
       t = uvtw__timer_of(todo.next);
       uvtw__list_remove(&t->link_);
-      refile(core, t);
+      uvtw__core_refile(core, t);
     }
   }
   /* A timer with leeway lazily re-armed in a level-0 slot that a late pass
@@ -769,7 +611,7 @@ static void finish_due(uvtw__core_t* core) {
     t = uvtw__timer_of(link);
     if (!uvtw__core_expired(core, t)) {
       uvtw__list_remove(link);
-      refile(core, t);
+      uvtw__core_refile(core, t);
     }
   }
 }

@@ -248,6 +248,22 @@ void uvtw__core_walk(uvtw__core_t* core,
 /* Makes every timer inactive (wheel close).  O(active). */
 void uvtw__core_clear(uvtw__core_t* core);
 
+/* Shared by core.c and core-tighten.c: the first tick of the block after
+ * now_tick's at `level`; upper slot s's block; the wake-ups that are not
+ * slots (the overflow list, a pre-cascade step) lowering `next`; the
+ * earliest occupied slot over all levels (UVTW__NSLOTS if none) and its
+ * level and bound; a cascade of `t`, just unlinked, to where its expiry
+ * belongs (counted in `cascades`). */
+uint64_t uvtw__core_next_block_start(const uvtw__core_t* core, unsigned level);
+uint64_t uvtw__core_upper_block(const uvtw__core_t* core,
+                                unsigned level,
+                                unsigned s);
+uint64_t uvtw__core_next_beyond_slots(const uvtw__core_t* core, uint64_t next);
+unsigned uvtw__core_earliest_slot(const uvtw__core_t* core,
+                                  unsigned* level_out,
+                                  uint64_t* tick_out);
+void uvtw__core_refile(uvtw__core_t* core, uvtw_timer_t* t);
+
 /* Brute-force check of every invariant above, for tests: re-derives the
  * occupancy bitmaps, counters and true minimum expiry from the lists.
  * Returns 0, or -1 after printing which rule broke to `out`. */

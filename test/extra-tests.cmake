@@ -18,11 +18,13 @@ if(UVTW_CLANG AND NOT UVTW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
             ${CMAKE_CURRENT_SOURCE_DIR}/fuzz-core.c
             ${PROJECT_SOURCE_DIR}/lib/core.c
             ${PROJECT_SOURCE_DIR}/lib/core-init.c
+            ${PROJECT_SOURCE_DIR}/lib/core-tighten.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c -o ${fuzz_bin}
     DEPENDS fuzz-core.c core-harness.h ${PROJECT_SOURCE_DIR}/lib/core.c
             ${PROJECT_SOURCE_DIR}/lib/core-init.c
+            ${PROJECT_SOURCE_DIR}/lib/core-tighten.c
             ${PROJECT_SOURCE_DIR}/lib/core-sort.c
             ${PROJECT_SOURCE_DIR}/lib/core-walk.c
             ${PROJECT_SOURCE_DIR}/lib/core-check.c

@@ -81,7 +81,6 @@ static void arm(uvtw_wheel_t* wheel, uint64_t tick) {
   driver->armed_first_ms = tick > wheel->core.max_tick
                                ? UINT64_MAX
                                : (tick - 1) * wheel->core.tick_ms + 1;
-  driver->rearm_below = tick; /* never inside a pass */
   /* libuv no longer holds the driver. */
   driver->defer_from_id = UVTW__NO_DEFER;
 }
@@ -96,8 +95,6 @@ static void disarm(uvtw_wheel_t* wheel) {
   uv_timer_stop(&driver->timer);
   driver->armed_tick = UVTW__DRIVER_DISARMED;
   driver->armed_first_ms = UINT64_MAX;
-  if (!driver->in_pass)
-    driver->rearm_below = UVTW__DRIVER_DISARMED;
   driver->defer_from_id = UVTW__NO_DEFER;
 }
 
@@ -301,7 +298,6 @@ void uvtw__pass(uvtw_wheel_t* wheel) {
   uvtw_timer_t* timer;
 
   driver = &wheel->driver;
-  driver->rearm_below = 0;
   driver->in_pass = 1;
   uvtw__core_expire(&wheel->core, *driver->now);
   if (driver->defer_from_id != UVTW__NO_DEFER) {
@@ -321,11 +317,10 @@ void uvtw__pass(uvtw_wheel_t* wheel) {
     uvtw__driver_count_late(wheel, 1);
     timer->cb_(timer);
   }
-  driver->in_pass = 0;
   /* Tasks the flush files wait for pass_end's re-arm, as the timers the
-   * callbacks started do: rearm_below stays 0 until then (and for good on
-   * a virtual wheel). */
+   * callbacks started do: in_pass holds until then. */
   driver->after_pass(wheel);
+  driver->in_pass = 0;
   uvtw__core_validate(&wheel->core);
 }
 
@@ -343,7 +338,6 @@ static void timer_cb(uv_timer_t* handle) {
   driver->armed_first_ms = UINT64_MAX;
   driver->wakeups++;
   uvtw__pass(wheel);
-  driver->rearm_below = driver->armed_tick;
   if (!wheel->closing)
     pass_end(wheel);
 }
@@ -376,7 +370,7 @@ void uvtw__driver_init(uvtw_wheel_t* wheel,
       wheel->virtual_time ? &wheel->virtual_now : loop_clock(wheel->loop);
   atomic_init(&driver->loop_thread_known, 0);
   if (wheel->virtual_time)
-    driver->rearm_below = 0; /* never armed */
+    driver->never_arms = 1;
   /* Neither can fail on unix. */
   err = uv_timer_init(wheel->loop, &driver->timer);
   UVTW__ASSERT(err == 0);

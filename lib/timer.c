@@ -76,10 +76,6 @@ static int start_at(uvtw_wheel_t* wheel,
                     uint64_t deadline) {
   uint64_t e;
 
-  /* An active timer's wheel is not closing (close makes every timer
-   * inactive); a failed start changes nothing. */
-  if (timer->link_.next == NULL && wheel->closing)
-    return UV_ECANCELED;
   timer->cb_ = cb;
   timer->repeat_ = repeat;
   if (timer->link_.next != NULL)
@@ -92,29 +88,17 @@ static int start_at(uvtw_wheel_t* wheel,
 }
 
 
-/* timeout 0: the driver may be held for the timers phase now running
- * (uvtw__driver_due_start). */
-static int start_due(uvtw_wheel_t* wheel,
-                     uvtw_timer_t* timer,
-                     uvtw_timer_cb cb,
-                     uint64_t repeat) {
-  if (wheel->closing)
-    return UV_ECANCELED;
-  uvtw__driver_due_start(wheel);
-  return start_at(wheel, timer, cb, repeat, uvtw__driver_now(&wheel->driver));
-}
-
-
-/* options.precise: the deadline counts from uv_hrtime(), rounded up. */
-static int start_precise(uvtw_wheel_t* wheel,
-                         uvtw_timer_t* timer,
-                         uvtw_timer_cb cb,
-                         uint64_t timeout,
-                         uint64_t repeat) {
-  uint64_t deadline;
-
-  deadline = uvtw__sat_add(uvtw__hrtime_ms(uv_hrtime(), 1), timeout);
-  return start_at(wheel, timer, cb, repeat, deadline);
+/* The deadline of a start `timeout` ms from now: timeout 0 is due in the
+ * timers phase now running, if any (uvtw__driver_due_start); with
+ * options.precise it counts from uv_hrtime(), rounded up. */
+static uint64_t start_deadline(uvtw_wheel_t* wheel, uint64_t timeout) {
+  if (timeout == 0) {
+    uvtw__driver_due_start(wheel);
+    return uvtw__driver_now(&wheel->driver);
+  }
+  if (wheel->precise)
+    return uvtw__sat_add(uvtw__hrtime_ms(uv_hrtime(), 1), timeout);
+  return uvtw__sat_add(uvtw__driver_now(&wheel->driver), timeout);
 }
 
 
@@ -128,12 +112,11 @@ int uvtw_timer_start(uvtw_timer_t* timer,
     return UV_EINVAL;
   wheel = timer->wheel_;
   UVTW__LOOP_THREAD_ONLY(wheel);
-  if (timeout == 0)
-    return start_due(wheel, timer, cb, repeat);
-  if (wheel->precise)
-    return start_precise(wheel, timer, cb, timeout, repeat);
-  return start_at(wheel, timer, cb, repeat,
-                  uvtw__sat_add(uvtw__driver_now(&wheel->driver), timeout));
+  /* An active timer's wheel is not closing (close makes every timer
+   * inactive); a failed start changes nothing. */
+  if (timer->link_.next == NULL && wheel->closing)
+    return UV_ECANCELED;
+  return start_at(wheel, timer, cb, repeat, start_deadline(wheel, timeout));
 }
 
 

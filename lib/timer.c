@@ -23,18 +23,25 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
  * arms it at its own tick, and a stop or restart of the timer the driver
  * waits for leaves the re-arm to the loop's prepare phase (driver.c). */
 
-/* A restart that is not lazy, or whose timer the driver may wait for
- * (uvtw__driver_restart said so in `what`).  The timer stays active:
- * active_ref, hence the driver's ref state, is unchanged.  Out of line:
- * inlined, it costs a start 143.7 instructions where it takes 124.7
- * (--scenario calls). */
-static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
-                                                  uvtw_timer_t* timer,
-                                                  uint64_t deadline,
-                                                  unsigned what) {
+/* Restarts an active timer (so the wheel is not closing: close makes every
+ * timer inactive, and no start succeeds after it).  The lazy re-arm, the
+ * idle-timeout pattern, touches only the timer; otherwise the timer is
+ * filed again, and the driver re-armed if it moves earlier, or told if it
+ * may have waited for the timer (uvtw__driver_restart says which).  The
+ * timer stays active: active_ref, hence the driver's ref state, is
+ * unchanged. */
+static int restart(uvtw_wheel_t* wheel,
+                   uvtw_timer_t* timer,
+                   uint64_t deadline) {
   uint64_t old_e;
   uint64_t e;
+  unsigned what;
 
+  what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
+  if (what == UVTW__RESTART_LAZY) {
+    uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
+    return 0;
+  }
   old_e = uvtw__core_expiry(&wheel->core, timer);
   if (what & UVTW__RESTART_REFILE) {
     e = uvtw__core_start(&wheel->core, timer, deadline,
@@ -48,22 +55,6 @@ static int __attribute__((noinline)) restart_slow(uvtw_wheel_t* wheel,
   }
   if (what & UVTW__RESTART_LEAVES)
     uvtw__driver_left(wheel, old_e);
-  return 0;
-}
-
-
-/* Restarts an active timer (so the wheel is not closing: close makes every
- * timer inactive, and no start succeeds after it).  The lazy re-arm, the
- * idle-timeout pattern, touches only the timer. */
-static int restart(uvtw_wheel_t* wheel,
-                   uvtw_timer_t* timer,
-                   uint64_t deadline) {
-  unsigned what;
-
-  what = uvtw__driver_restart(&wheel->driver, &wheel->core, timer, deadline);
-  if (what != UVTW__RESTART_LAZY)
-    return restart_slow(wheel, timer, deadline, what);
-  uvtw__core_rearm_lazy(&wheel->core, timer, deadline);
   return 0;
 }
 

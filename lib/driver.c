@@ -317,10 +317,8 @@ void uvtw__pass(uvtw_wheel_t* wheel) {
     uvtw__driver_count_late(wheel, 1);
     timer->cb_(timer);
   }
-  /* Tasks the flush files wait for pass_end's re-arm, as the timers the
-   * callbacks started do: in_pass holds until then. */
-  driver->after_pass(wheel);
   driver->in_pass = 0;
+  driver->after_pass(wheel); /* files nothing: frees nodes, holds the loop */
   uvtw__core_validate(&wheel->core);
 }
 

@@ -43,7 +43,7 @@ typedef struct {
    * costs a stop 52.7 instructions where it takes 44.7 (--scenario calls). */
   uint64_t armed_first_ms;
   int never_arms;  /* a virtual wheel's driver: never armed */
-  int in_pass;     /* inside uvtw__pass, its flush included */
+  int in_pass;     /* inside uvtw__pass */
   int ref;         /* uv_ref state of the timer (and of rearm) */
   int rearm_in_cb; /* the driver may re-arm itself with 0 (driver.c) */
   /* The first order that the next pass leaves for the pass after it
@@ -63,8 +63,9 @@ typedef struct {
   _Atomic int loop_thread_known;
 } uvtw__driver_t;
 
-/* The state of a driver that was never armed: a virtual wheel's driver
- * stays in it, and the core's model test restarts timers against it. */
+/* The state of a driver that was never armed, outside a pass (a virtual
+ * wheel's, but for never_arms): the core's model test restarts timers
+ * against it. */
 #define UVTW__DRIVER_IDLE                                                      \
  {                                                                             \
   .armed_tick = UVTW__DRIVER_DISARMED, .armed_first_ms = UINT64_MAX,           \

@@ -79,9 +79,10 @@ static int start_at(uvtw_wheel_t* wheel,
 }
 
 
-/* The deadline of a start `timeout` ms from now: timeout 0 is due in the
- * timers phase now running, if any (uvtw__driver_due_start); with
- * options.precise it counts from uv_hrtime(), rounded up. */
+/* The deadline of a start `timeout` ms from now.  Timeout 0 waits for the
+ * next timers phase if the driver is held for the one now running
+ * (uvtw__driver_due_start), as a uv_timer_t would; with options.precise
+ * the deadline counts from uv_hrtime(), rounded up. */
 static uint64_t start_deadline(uvtw_wheel_t* wheel, uint64_t timeout) {
   if (timeout == 0) {
     uvtw__driver_due_start(wheel);

@@ -42,6 +42,13 @@ static uv_timer_t ub;
 static int ub_fired;
 static int ub_unref;
 
+/* Starts a case's first timer from inside uv_run's loop (a prepare
+ * callback), so that it cannot be due at uv_run's entry however late the
+ * process runs: libuv >= 1.48 runs due timers there, before the loop, and
+ * work they start would then run in the loop's first iteration. */
+static uv_prepare_t starter;
+static void (*start_first)(void);
+
 
 /* Runs one scenario on a loop and wheel of its own, with the driver as
  * this libuv needs it (prepare 0) or with the prepare path forced. */
@@ -54,8 +61,24 @@ static void run_scenario(void (*scenario)(void), int prepare) {
   ASSERT_EQ(0, uvtw_timer_init(wheel, &b));
   add_uv_timer(&ua);
   add_uv_timer(&ub);
+  ASSERT_UV_OK(uv_prepare_init(&loop, &starter));
+  close_at_teardown((uv_handle_t*) &starter);
   scenario();
   teardown();
+}
+
+
+static void starter_cb(uv_prepare_t* handle) {
+  uv_prepare_stop(handle);
+  start_first();
+}
+
+
+/* uv_run(UV_RUN_DEFAULT), with `first` called in its first prepare phase. */
+static int run_starting(void (*first)(void)) {
+  start_first = first;
+  ASSERT_UV_OK(uv_prepare_start(&starter, starter_cb));
+  return uv_run(&loop, UV_RUN_DEFAULT);
 }
 
 
@@ -131,19 +154,26 @@ static void ua_cb(uv_timer_t* handle) {
 }
 
 
+static void start_ua(void) {
+  ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 5, 0));
+}
+
+
+static void start_a(void) {
+  ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
+}
+
+
 static void unref(void) {
   int ub_active;
   int ub_fired_then;
 
   ub_fired = 0;
   ub_unref = 1;
-  /* ua must come due inside uv_run's loop, not in the timers run before
-   * it (libuv >= 1.48, UV_RUN_DEFAULT), which it would if it were already
-   * due on entry, as a loop time left stale by the last uv_run can make
-   * it on a loaded machine; then ub would run in the same uv_run. */
-  uv_update_time(&loop);
-  ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 5, 0));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  /* ua comes due inside uv_run's loop, not in the timers run before it
+   * (run_starting), as it would if the process were descheduled for 5 ms
+   * before uv_run: then ub would run in the loop's first iteration. */
+  ASSERT_EQ(0, run_starting(start_ua));
   ub_active = uv_is_active((uv_handle_t*) &ub);
   ub_fired_then = ub_fired;
   ASSERT_UV_OK(uv_timer_stop(&ub));
@@ -152,11 +182,7 @@ static void unref(void) {
 
   a_fired = b_fired = 0;
   b_unref = 1;
-  /* The same for a: due on entry, it would run in the timers run before
-   * the loop, and b, as ub would, in the loop's first iteration. */
-  uv_update_time(&loop);
-  ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(0, run_starting(start_a)); /* the same for a, and b */
   b_unref = 0;
   ASSERT_EQ(1, a_fired);
   if (uv_version() >= 0x013000) {

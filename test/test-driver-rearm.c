@@ -99,12 +99,15 @@ static void a_cb(uvtw_timer_t* timer) {
 }
 
 
+static void start_a(void) {
+  ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
+}
+
+
 static void zero_from_callback(void) {
   a_fired = b_fired = 0;
   b_unref = 0;
-  uv_update_time(&loop); /* a comes due inside uv_run's loop: see unref */
-  ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
-  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(0, run_starting(start_a));
   ASSERT_EQ(1, a_fired);
   ASSERT_EQ(1, b_fired);
   ASSERT_EQ(0, uvtw_timer_is_active(&b));
@@ -156,11 +159,6 @@ static void ua_cb(uv_timer_t* handle) {
 
 static void start_ua(void) {
   ASSERT_UV_OK(uv_timer_start(&ua, ua_cb, 5, 0));
-}
-
-
-static void start_a(void) {
-  ASSERT_EQ(0, uvtw_timer_start(&a, a_cb, 5, 0));
 }
 
 

@@ -350,6 +350,12 @@ static inline void uvtw__core_order(uvtw__core_t* core, uvtw_timer_t* t) {
 }
 
 
+/* A tick or more of the loop's time has not been collected. */
+static inline int uvtw__core_lags(const uvtw__core_t* core, uint64_t now_ms) {
+  return now_ms - core->collected_ms >= core->tick_ms;
+}
+
+
 /* Files `t` for `deadline_ms` relative to now_tick, giving it the next
  * order (unlinking it first if active, counting it if not).  A user's
  * timer is counted in `active`, a task's (UVTW__ORDER_TASK) is not; its ref
@@ -378,7 +384,7 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
                                         uvtw_timer_t* t,
                                         uint64_t deadline_ms,
                                         uint64_t now_ms) {
-  if (now_ms - core->collected_ms >= core->tick_ms)
+  if (uvtw__core_lags(core, now_ms))
     uvtw__core_catch_up(core, now_ms);
   return uvtw__core_place(core, t, deadline_ms);
 }

@@ -280,6 +280,15 @@ static inline uint64_t uvtw__core_start(uvtw__core_t* core,
                                         uint64_t deadline_ms,
                                         uint64_t now_ms);
 
+/* Non-zero if the core's time lags now_ms, the loop's, by a tick or more,
+ * so that a start must catch it up first (uvtw__core_start does). */
+static inline int uvtw__core_lags(const uvtw__core_t* core, uint64_t now_ms);
+
+/* uvtw__core_start without the catch-up, for a core that does not lag. */
+static inline uint64_t uvtw__core_place(uvtw__core_t* core,
+                                        uvtw_timer_t* t,
+                                        uint64_t deadline_ms);
+
 /* Makes `t` inactive (a user's or a task's); no-op on an inactive one. */
 static inline void uvtw__core_stop(uvtw__core_t* core, uvtw_timer_t* t);
 

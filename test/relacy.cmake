@@ -28,6 +28,12 @@ else()
   message(STATUS "relacy-orders: skipped (no python3)")
 endif()
 include(CheckLanguage)
+# check_language caches a compiler it did not find, and never looks again:
+# a tree configured before g++ was installed (./run.sh demo, then
+# ./run.sh test) would leave the models out for good.  Look again.
+if(CMAKE_CXX_COMPILER STREQUAL "NOTFOUND")
+  unset(CMAKE_CXX_COMPILER CACHE)
+endif()
 check_language(CXX)
 if(NOT CMAKE_CXX_COMPILER)
   message(STATUS "relacy-task-protocol: skipped (no C++ compiler)")

@@ -224,24 +224,8 @@ void uvtw__driver_left(uvtw_wheel_t* wheel, uint64_t e) {
 }
 
 
-/* Out of line: inlined into uvtw_timer_stop, it makes every stop save
- * registers (54.7 instructions a stop where it takes 44.7, --scenario
- * calls). */
-static int __attribute__((noinline))
-stopped_slow(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
+void uvtw__driver_stopped(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
   uvtw__driver_left(wheel, uvtw__core_expiry(&wheel->core, t));
-  return 0;
-}
-
-
-int uvtw__driver_stopped(uvtw_wheel_t* wheel, const uvtw_timer_t* t) {
-  const uvtw__driver_t* driver;
-
-  driver = &wheel->driver;
-  if (uvtw__core_may_expire_in(&wheel->core, t, driver->armed_first_ms) ||
-      (wheel->core.active_ref == 0 && driver->ref))
-    return stopped_slow(wheel, t);
-  return 0;
 }
 
 

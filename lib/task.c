@@ -70,7 +70,8 @@ static void unfile(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     uvtw__core_stop(&wheel->core, &node->timer);
     uvtw__tasks_count_filed(&wheel->tasks, -1);
     /* As a timer's stop: the driver may have waited for it. */
-    uvtw__driver_stopped(wheel, &node->timer);
+    if (uvtw__driver_hears_stop(&wheel->driver, &wheel->core, &node->timer))
+      uvtw__driver_stopped(wheel, &node->timer);
   }
   node->location = UVTW__AT_NONE;
 }

@@ -174,7 +174,9 @@ int uvtw_timer_stop(uvtw_timer_t* timer) {
   wheel = timer->wheel_;
   UVTW__LOOP_THREAD_ONLY(wheel);
   uvtw__core_stop(&wheel->core, timer);
-  return uvtw__driver_stopped(wheel, timer);
+  if (uvtw__driver_hears_stop(&wheel->driver, &wheel->core, timer))
+    uvtw__driver_stopped(wheel, timer);
+  return 0;
 }
 
 

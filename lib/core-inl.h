@@ -38,7 +38,7 @@ static inline uint64_t uvtw__timer_ref(const uvtw_timer_t* t) {
 
 /* 1 if the timer is counted in `active` (the user's), else 0. */
 static inline uint64_t uvtw__timer_counted(const uvtw_timer_t* t) {
-  return ((t->order_ & UVTW__ORDER_TASK) >> 1) ^ 1;
+  return (t->order_ & UVTW__ORDER_USER) >> 1;
 }
 
 /* Built with UVTW_CHECK_INVARIANTS (the CMake option of that name), runs
@@ -358,8 +358,8 @@ static inline int uvtw__core_lags(const uvtw__core_t* core, uint64_t now_ms) {
 
 /* Files `t` for `deadline_ms` relative to now_tick, giving it the next
  * order (unlinking it first if active, counting it if not).  A user's
- * timer is counted in `active`, a task's (UVTW__ORDER_TASK) is not; its ref
- * and leeway bits are the timer's own.  Returns its expiry tick. */
+ * timer (UVTW__ORDER_USER) is counted in `active`, a task's is not; its
+ * ref and leeway bits are the timer's own.  Returns its expiry tick. */
 static inline uint64_t uvtw__core_place(uvtw__core_t* core,
                                         uvtw_timer_t* t,
                                         uint64_t deadline_ms) {
@@ -493,8 +493,7 @@ static inline uvtw_timer_t* uvtw__core_pop_due(uvtw__core_t* core,
      * dispatch, so an overdue timer fires once, not once per period.  A
      * user's timer with leeway keeps to its grid instead (it would drift
      * by its lateness otherwise), skipping the periods that passed. */
-    if ((t->order_ & UVTW__ORDER_LEEWAY) != 0 &&
-        !(t->order_ & UVTW__ORDER_TASK))
+    if ((t->order_ & UVTW__ORDER_LEEWAY) != 0 && (t->order_ & UVTW__ORDER_USER))
       deadline = uvtw__core_grid_next(t->deadline_, t->repeat_, *now_ms);
     else
       deadline = uvtw__sat_add(*now_ms, t->repeat_);

@@ -3,9 +3,10 @@
  * passed in as loop milliseconds, so tests drive it on a simulated clock.
  * It files uvtw_timer_t's by their private fields (link_, deadline_,
  * order_, repeat_); the libuv layer (wheel.c, driver.c, timer.c, task.c)
- * owns everything else.  A task's timer differs only by a flag in order_
- * (UVTW__ORDER_TASK): it is not counted as an active user timer, and its
- * repeat counts from its dispatch, whatever its leeway.  See core.c for
+ * owns everything else.  A user's timer differs from a task's only by a
+ * flag in order_ (UVTW__ORDER_USER): it is counted as an active user
+ * timer, and with leeway, its repeat keeps to its grid, where a task's
+ * counts from its dispatch.  See core.c for
  * the level table and the invariants.
  *
  * This header is the core's interface: the geometry, the types, and a
@@ -69,21 +70,21 @@ _Static_assert(UVTW__FILE_MAX_LEN < 64, "the wheel must fit in 64 bits");
 
 
 /* A timer's order_ word: its start order in the bits above bit 7; bit 0
- * holds its ref flag, bit 1 marks a task's timer, bits 2..7 its leeway
+ * holds its ref flag, bit 1 marks a user's timer, bits 2..7 its leeway
  * exponent g (uvtw__core_coalesce).  Orders step by 256, so comparing two
  * words compares the orders (no two timers share one; 2^56 starts), and a
- * start writes the new order and keeps the flags in one store.  A task's
- * timer is not counted in the core's `active`, which so counts the user's
- * timers alone (the wheel counts the tasks' apart).  g changes only while
+ * start writes the new order and keeps the flags in one store.  Only a
+ * user's timer is counted in the core's `active` (the wheel counts the
+ * tasks' apart).  g changes only while
  * the timer is inactive (a task's is the wheel's, fixed): a filed timer's
  * expiry (uvtw__core_expiry) never moves under it. */
 #define UVTW__ORDER_STEP 256
 #define UVTW__ORDER_REF 1
-#define UVTW__ORDER_TASK 2
+#define UVTW__ORDER_USER 2
 #define UVTW__ORDER_LEEWAY_SHIFT 2
 #define UVTW__ORDER_LEEWAY ((uint64_t) 63 << UVTW__ORDER_LEEWAY_SHIFT)
 #define UVTW__ORDER_FLAGS                                                      \
- (UVTW__ORDER_REF | UVTW__ORDER_TASK | UVTW__ORDER_LEEWAY)
+ (UVTW__ORDER_REF | UVTW__ORDER_USER | UVTW__ORDER_LEEWAY)
 
 /* Where a start files a timer of level >= 1, by the bit index of
  * e - now_tick (63 - clz): the level's shift and its first upper slot

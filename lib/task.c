@@ -87,9 +87,9 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
   timer->repeat_ = node->on_pool ? 0 : node->repeat_ms;
-  /* Referenced, a task's, with the wheel's task leeway; the start orders
-   * it. */
-  timer->order_ = UVTW__ORDER_REF | UVTW__ORDER_TASK | wheel->core.task_leeway;
+  /* Referenced, a task's (no UVTW__ORDER_USER), with the wheel's task
+   * leeway; the start orders it. */
+  timer->order_ = UVTW__ORDER_REF | wheel->core.task_leeway;
   node->location = UVTW__AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, ms,
                        uvtw__driver_now(&wheel->driver));

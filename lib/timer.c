@@ -14,7 +14,8 @@ int uvtw_timer_init(uvtw_wheel_t* wheel, uvtw_timer_t* timer) {
   timer->cb_ = NULL;
   timer->deadline_ = 0;
   timer->repeat_ = 0;
-  timer->order_ = UVTW__ORDER_REF; /* referenced, as a uv_timer_t is */
+  /* A user's, and referenced, as a uv_timer_t is. */
+  timer->order_ = UVTW__ORDER_REF | UVTW__ORDER_USER;
   return 0;
 }
 

@@ -410,6 +410,7 @@ static void h_init(harness_t* h,
     memset(&h->timers[i], 0, sizeof(h->timers[i]));
     h->timers[i].data = h;
     h->timers[i].cb_ = h_timer_cb;
+    h->timers[i].order_ = UVTW__ORDER_USER; /* a user's, unreferenced */
     memset(&h->model[i], 0, sizeof(h->model[i]));
   }
 }

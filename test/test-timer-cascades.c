@@ -220,7 +220,8 @@ static void no_stall_core(void) {
     uvtw__core_init(&core, cases[k].tick, now);
     core.leeway_used = cases[k].g != 0; /* as uvtw_timer_set_leeway */
     for (i = 0; i < n; i++) {
-      timers[i].order_ = (uint64_t) cases[k].g << UVTW__ORDER_LEEWAY_SHIFT;
+      timers[i].order_ = UVTW__ORDER_USER | (uint64_t) cases[k].g
+                                                << UVTW__ORDER_LEEWAY_SHIFT;
       uvtw__core_start(
           &core, &timers[i],
           now + (i == 0 ? cases[k].early

@@ -484,28 +484,19 @@ uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks) {
 
 /* ---- The loop thread (rule 7) ----------------------------------------- */
 
+/* Whether *thread (relaxed) is the calling thread. */
+static int is_self(const _Atomic(uv_thread_t)* thread) {
+  uv_thread_t self, seen;
+
+  self = uv_thread_self();
+  seen = atomic_load_explicit(thread, memory_order_relaxed);
+  return uv_thread_equal(&self, &seen);
+}
+
+
 void uvtw__loop_thread_seen(uvtw__tasks_t* tasks) {
   atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
                         memory_order_relaxed);
-}
-
-
-static int on_loop_thread(uvtw__tasks_t* tasks) {
-  uv_thread_t self, loop;
-
-  self = uv_thread_self();
-  loop = atomic_load_explicit(&tasks->loop_thread, memory_order_relaxed);
-  return uv_thread_equal(&self, &loop);
-}
-
-
-/* Inside the task's own callback: it runs, on this thread (rule 2). */
-static int own_run(uvtw__task_t* node) {
-  uv_thread_t self, runner;
-
-  self = uv_thread_self();
-  runner = atomic_load_explicit(&node->runner, memory_order_relaxed);
-  return uv_thread_equal(&self, &runner);
 }
 
 
@@ -578,7 +569,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   /* Liveness: the loop holds itself for its queue from its next flush on;
    * a submit on the loop thread (say before uv_run) holds it at once, as
    * uv_queue_work does.  Only the loop thread may uv_ref (rule 7). */
-  if (on_loop_thread(tasks) && !tasks->holds_loop) {
+  if (is_self(&tasks->loop_thread) && !tasks->holds_loop) {
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
   }
@@ -646,7 +637,8 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
       return UV_ENOENT;
     st = UVTW__STATE(w);
-    if (st == UVTW__T_RUNNING && !own_run(node)) {
+    /* Run by another thread: not from inside its own callback (rule 2). */
+    if (st == UVTW__T_RUNNING && !is_self(&node->runner)) {
       if (task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
         return UV_EBUSY; /* the run ends the task */
       continue;

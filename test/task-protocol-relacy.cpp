@@ -98,7 +98,6 @@
  * not modelled: uvtw__tasks_filed (relaxed): a count for stats
  * not modelled: uvtw__tasks_taken_back (relaxed): a count for stats
  * not modelled: uvtw__loop_thread_seen (relaxed): rule 7, liveness only
- * not modelled: on_loop_thread (relaxed): rule 7, liveness only
  * not modelled: deadline_in (relaxed): the clock, not modelled
  * not modelled: uvtw__tasks_may_be_busy (relaxed): the loop's hint
  *   whether a pass needs a flush */
@@ -534,12 +533,12 @@ static void uvtw__task_final_done(uvtw__task_t* node) {
 }
 
 
-static int own_run(uvtw__task_t* node) {
-  int self, runner;
+static int is_self(rl::atomic<int>* thread) {
+  int self, seen;
 
   self = uv_thread_self();
-  runner = node->runner($).load(rl::mo_relaxed);
-  return self == runner;
+  seen = (*thread)($).load(rl::mo_relaxed);
+  return self == seen;
 }
 
 
@@ -639,7 +638,7 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
     if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
       return UV_ENOENT;
     st = UVTW__STATE(w);
-    if (st == UVTW__T_RUNNING && !own_run(node)) {
+    if (st == UVTW__T_RUNNING && !is_self(&node->runner)) {
       if (task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
         return UV_EBUSY;
       continue;

@@ -494,9 +494,11 @@ static int is_self(const _Atomic(uv_thread_t)* thread) {
 }
 
 
+/* Stores only on a change: every submit reads the line. */
 void uvtw__loop_thread_seen(uvtw__tasks_t* tasks) {
-  atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
-                        memory_order_relaxed);
+  if (!is_self(&tasks->loop_thread))
+    atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
+                          memory_order_relaxed);
 }
 
 

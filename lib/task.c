@@ -188,9 +188,6 @@ void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
 }
 
 
-static void after_work_cb(uv_work_t* req, int status);
-
-
 static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uvtw__work_t* w;
 
@@ -210,6 +207,42 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   node->work->next_free = tasks->free_works;
   tasks->free_works = node->work;
   node->work = NULL;
+}
+
+
+static void after_work_cb(uv_work_t* req, int status) {
+  uvtw__task_t* node;
+  uvtw_wheel_t* wheel;
+  uvtw__work_t* work;
+  uint64_t deadline, w;
+
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
+  wheel = node->timer.wheel_;
+  uvtw__list_remove(&node->timer.link_);
+  node->location = UVTW__AT_NONE;
+  if (work->ran)
+    wheel->tasks.run++;
+  if (work->stopped)
+    wheel->tasks.cancelled++;
+  deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
+  work_put(&wheel->tasks, node);
+  if (status != UV_ECANCELED && !wheel->closing &&
+      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
+    /* Due at dispatch + repeat (if that passed while it ran, it goes in
+     * the next pass, never overlapping itself), or at a reset's deadline. */
+    if (w & UVTW__W_MOVED)
+      deadline = uvtw__task_deadline(node);
+    file_at(wheel, node, deadline);
+    uvtw__driver_sync_ref(wheel);
+  } else if (wheel->closing) {
+    to_final(wheel, node); /* or frees it if it ended */
+  } else {
+    release_if_idle(wheel, node);
+  }
+  uvtw__tasks_flush(wheel);
+  if (wheel->closing)
+    wheel->tasks.work_returned(wheel);
 }
 
 
@@ -286,42 +319,6 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     unfile(wheel, node);
     release_if_idle(wheel, node);
   }
-}
-
-
-static void after_work_cb(uv_work_t* req, int status) {
-  uvtw__task_t* node;
-  uvtw_wheel_t* wheel;
-  uvtw__work_t* work;
-  uint64_t deadline, w;
-
-  work = uvtw__container_of(req, uvtw__work_t, req);
-  node = work->node;
-  wheel = node->timer.wheel_;
-  uvtw__list_remove(&node->timer.link_);
-  node->location = UVTW__AT_NONE;
-  if (work->ran)
-    wheel->tasks.run++;
-  if (work->stopped)
-    wheel->tasks.cancelled++;
-  deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
-  work_put(&wheel->tasks, node);
-  if (status != UV_ECANCELED && !wheel->closing &&
-      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
-    /* Due at dispatch + repeat (if that passed while it ran, it goes in
-     * the next pass, never overlapping itself), or at a reset's deadline. */
-    if (w & UVTW__W_MOVED)
-      deadline = uvtw__task_deadline(node);
-    file_at(wheel, node, deadline);
-    uvtw__driver_sync_ref(wheel);
-  } else if (wheel->closing) {
-    to_final(wheel, node); /* or frees it if it ended */
-  } else {
-    release_if_idle(wheel, node);
-  }
-  uvtw__tasks_flush(wheel);
-  if (wheel->closing)
-    wheel->tasks.work_returned(wheel);
 }
 
 

@@ -602,31 +602,6 @@ static uvtw__task_t* id_node(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t* w) {
 }
 
 
-static int let_go(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
-  uint64_t n;
-  int err;
-
-  do {
-    n = w - UVTW__W_WRITER;
-    err = UV_ENOENT;
-    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
-        UVTW__STATE(w) <= UVTW__T_RUNNING) {
-      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
-      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
-                                  ? UVTW__T_PENDING
-                                  : UVTW__STATE(w)) |
-          UVTW__W_MOVED;
-    }
-    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
-        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
-      n |= UVTW__W_INQ;
-  } while (!task_cas(node, &w, n));
-  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    queue_push(tasks, node);
-  return err;
-}
-
-
 static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
   uvtw__task_t* node;
   uint64_t w, n;
@@ -665,7 +640,7 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
 
 static int uvtw_reset(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t delay_ms) {
   uvtw__task_t* node;
-  uint64_t deadline, w;
+  uint64_t deadline, w, n;
   int err, closed;
 
   deadline = delay_ms;
@@ -681,7 +656,24 @@ static int uvtw_reset(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t delay_ms) {
       goto out;
   while (!task_cas(node, &w, w + UVTW__W_WRITER));
   node->deadline($).store(deadline, rl::mo_relaxed);
-  err = let_go(tasks, node, w + UVTW__W_WRITER);
+  w += UVTW__W_WRITER;
+  do {
+    n = w - UVTW__W_WRITER;
+    err = UV_ENOENT;
+    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
+        UVTW__STATE(w) <= UVTW__T_RUNNING) {
+      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
+      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
+                                  ? UVTW__T_PENDING
+                                  : UVTW__STATE(w)) |
+          UVTW__W_MOVED;
+    }
+    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
+        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
+      n |= UVTW__W_INQ;
+  } while (!task_cas(node, &w, n));
+  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
+    queue_push(tasks, node);
 out:
   if (!closed)
     model_inside(tasks);

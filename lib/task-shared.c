@@ -109,10 +109,9 @@
  * 7. The loop thread is whichever thread runs the loop: at creation, and
  *    whenever the loop takes tasks in or flushes, the wheel notes
  *    uv_thread_self() in loop_thread (relaxed).  A submit on that thread
- *    references
- *    the async handle at once, as uv_queue_work holds the loop; from any
- *    other thread the loop holds itself from its next wake-up.  No
- *    thread-local storage: a cancel knows it runs inside the task's own
+ *    references the async handle at once, as uv_queue_work holds the loop;
+ *    from any other thread the loop holds itself from its next wake-up.
+ *    No thread-local storage: a cancel knows it runs inside the task's own
  *    callback by `runner` (rule 2). */
 
 #include <stdlib.h>

@@ -599,8 +599,8 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
         return UV_EBUSY; /* the run ends the task */
       continue;
     }
-    /* From its own callback, a repeating task has no run after this one;
-     * a one-shot's run is its end. */
+    /* From its own callback: a repeating task runs no more; a one-shot's
+     * run is its end. */
     if (st == UVTW__T_RUNNING ? node->repeat_ms == 0
                               : st != UVTW__T_PENDING && st != UVTW__T_QUEUED)
       return UV_ENOENT;
@@ -669,11 +669,10 @@ out:
 }
 
 
-/* A threadpool thread: QUEUED -> RUNNING (or nothing, if a cancel, a reset
- * or close came first), the run, and its end.  A one-shot ends here (its
- * place is free now, not at after_work_cb); a repeating one waits for
- * after_work_cb to re-file it.  Close waits for after_work_cb, so the
- * wheel is alive; `work` is the loop's again after this returns. */
+/* A threadpool thread: QUEUED -> RUNNING (unless a cancel, a reset or
+ * close came first), the run and its end: a one-shot's place is free now,
+ * a repeating task waits for after_work_cb to re-file it.  Close waits for
+ * after_work_cb, so the wheel lives; `work` is the loop's once this ends. */
 void uvtw__work_cb(uv_work_t* req) {
   uvtw__task_t* node;
   uvtw__work_t* work;

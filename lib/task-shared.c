@@ -115,7 +115,6 @@
  *    callback by `runner` (rule 2). */
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "internal.h"
 

@@ -140,7 +140,7 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-void uvtw__live_end(uvtw__tasks_t* tasks) {
+static void live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
 
@@ -419,7 +419,7 @@ uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
       return *to = w; /* cancelled from its own callback */
   } while (!task_cas(node, &w, n));
   if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(tasks);
+    live_end(tasks);
   *to = n;
   return w;
 }
@@ -437,10 +437,11 @@ int uvtw__task_close(uvtw__task_t* node) {
 }
 
 
-/* Only resets move a CLOSED task's word (their writer count). */
-void uvtw__task_final_done(uvtw__task_t* node) {
+/* The task ends; only resets move a CLOSED task's word (their writers). */
+void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t w;
 
+  live_end(tasks);
   w = uvtw__task_word(node);
   while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
     ;
@@ -614,7 +615,7 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
   else if (!(w & UVTW__W_INQ))
     queue_push(tasks, node);
-  uvtw__live_end(tasks); /* release: all of the above happens before */
+  live_end(tasks); /* release: all of the above happens before */
   return 0;
 }
 

@@ -390,8 +390,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
     node->location = UVTW__AT_NONE;
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
-    uvtw__live_end(&wheel->tasks);
-    uvtw__task_final_done(node);
+    uvtw__task_final_done(&wheel->tasks, node);
     release_if_idle(wheel, node);
   }
   uvtw__tasks_flush(wheel);

@@ -176,10 +176,8 @@ static inline uvtw__task_t* uvtw__node_at(const uvtw__tasks_t* tasks,
 }
 
 /* task-shared.c's verbs for task.c, one atomic step (or a retry loop of
- * one) each; the moves are rule 3's, by name.  Any thread: a live task
- * ended.  Loop: close begins; close ends, 1 (G_CLOSED set) with no call
- * inside, no task live and the queue empty. */
-void uvtw__live_end(uvtw__tasks_t* tasks);
+ * one) each; the moves are rule 3's, by name.  Close begins; close ends,
+ * 1 (G_CLOSED set) with no call inside, no task live and the queue empty. */
 void uvtw__gate_close_begin(uvtw__tasks_t* tasks);
 int uvtw__gate_close_end(uvtw__tasks_t* tasks);
 /* The whole queue into the inbox, oldest first; pop the inbox; a hint
@@ -201,7 +199,7 @@ uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
 /* 1 if it moved the task, else 0 (another move came first). */
 int uvtw__task_dispatch(uvtw__task_t* node, int on_pool);
 int uvtw__task_close(uvtw__task_t* node);
-void uvtw__task_final_done(uvtw__task_t* node);
+void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__work_cb(uv_work_t* req); /* a threadpool thread */
 /* An ended node gets its next generation (or is retired) and joins the
  * chain that uvtw__free_flush pushes on the free stack. */

@@ -292,7 +292,7 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-static void uvtw__live_end(uvtw__tasks_t* tasks) {
+static void live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
 
@@ -506,7 +506,7 @@ static uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
   if (UVTW__STATE(w) == UVTW__T_RUNNING && UVTW__STATE(n) == UVTW__T_DONE)
     ghost->ends[node->arg($)]++; /* a one-shot's run is its end */
   if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(tasks);
+    live_end(tasks);
   *to = n;
   return w;
 }
@@ -524,9 +524,10 @@ static int uvtw__task_close(uvtw__task_t* node) {
 }
 
 
-static void uvtw__task_final_done(uvtw__task_t* node) {
+static void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t w;
 
+  live_end(tasks);
   w = uvtw__task_word(node);
   while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
     ;
@@ -633,7 +634,7 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
   } else if (!(w & UVTW__W_INQ))
     queue_push(tasks, node);
   model_inside(tasks);
-  uvtw__live_end(tasks);
+  live_end(tasks);
   return 0;
 }
 
@@ -1035,8 +1036,7 @@ static void run_finals(uvtw__tasks_t* tasks) {
     node->location = UVTW__AT_NONE;
     task_cb(tasks, node, UV_ECANCELED);
     tasks->closed++;
-    uvtw__live_end(tasks);
-    uvtw__task_final_done(node);
+    uvtw__task_final_done(tasks, node);
     release_if_idle(tasks, node);
   }
   uvtw__free_flush(tasks);

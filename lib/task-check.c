@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* uvtw__tasks_check: the loop's task bookkeeping re-derived from the nodes,
- * as uvtw__core_check does for the core (tests; UVTW_CHECK_INVARIANTS).
- * Loop thread: it reads only what the loop alone writes, and state words;
+/* uvtw__tasks_check (tests; UVTW_CHECK_INVARIANTS): the loop's task
+ * bookkeeping re-derived from the nodes, as uvtw__core_check does for the
+ * core.  Loop thread: it reads what the loop alone writes, and state words;
  * with `quiescent` (no other thread inside, the queue taken in) also the
- * free stack and the gate's live count. */
+ * free stack and the gate. */
 
 #include <inttypes.h>
 
@@ -17,8 +17,7 @@ static uint64_t list_length(const struct uvtw__link* head) {
   const struct uvtw__link* link;
   uint64_t n;
 
-  n = 0;
-  for (link = head->next; link != head; link = link->next)
+  for (n = 0, link = head->next; link != head; link = link->next)
     n++;
   return n;
 }
@@ -30,10 +29,9 @@ static uint64_t free_listed(const uvtw__tasks_t* tasks) {
   uint32_t link;
   uint64_t n;
 
-  n = 0;
   link = UVTW__FREE_LINK(
       atomic_load_explicit(&tasks->free_top, memory_order_acquire));
-  for (; link != 0; n++) {
+  for (n = 0; link != 0; n++) {
     node = uvtw__node_at(tasks, link - 1);
     link = atomic_load_explicit(&node->free_next, memory_order_relaxed);
   }

@@ -1,132 +1,120 @@
 /* SPDX-License-Identifier: MIT */
-/* clang-format off */
-/* Every atomic step of a wheel's tasks, and the code that runs on threads
- * other than the loop: uvtw_submit, uvtw_cancel, uvtw_reset and the
- * threadpool run (uvtw__work_cb).  The loop's side is task.c, which moves
- * a node only through the verbs below (one per move of rule 3) and has no
- * atomic operation of its own.  Elsewhere only loads: task.h's chunk
- * lookup (acquire), the queue hints (relaxed; also virtual.c's) and the
- * checker's.
+/* Every atomic step of a wheel's tasks, and the code that runs on other
+ * threads than the loop: uvtw_submit, uvtw_cancel, uvtw_reset and the
+ * threadpool run (uvtw__work_cb).  The loop's side, task.c, has no atomic
+ * operation: it moves a node only through the verbs below, one per move of
+ * rule 3.  Elsewhere only loads: task.h's chunk lookup (acquire), the
+ * queue hints (relaxed; also virtual.c's) and the checker's.
  *
- * Ground rules.  (Flag names drop their UVTW__ prefix, as in task.h.)
+ * Ground rules (flag names without their UVTW__ prefix).
  *
- * 1. The gate (tasks->gate, one word): G_CLOSING | G_CLOSED | calls inside
- *    (x G_CALL) | live tasks (x G_LIVE).  Submit and reset enter by one
- *    read-modify-write of it and leave by another, as libuv's
- *    uv_async_send marks itself busy and uv_close waits for it:
- *      submit:   fetch_add +G_CALL +G_LIVE (acquire), undone and refused
- *                (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS
- *                instead, refused (UV_ENOSPC) at max_tasks live;
- *      reset:    fetch_add +G_CALL (acquire), refused (UV_ENOENT) if
- *                G_CLOSED;
- *      leaving:  fetch_sub G_CALL, release.
+ * 1. The gate (tasks->gate): G_CLOSING | G_CLOSED | calls inside (x G_CALL)
+ *    | live tasks (x G_LIVE).  Submit and reset enter by one
+ *    read-modify-write and leave by another, as uv_async_send marks itself
+ *    busy and uv_close waits for it:
+ *      submit  fetch_add +G_CALL +G_LIVE (acquire), undone and refused
+ *              (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS instead,
+ *              refused (UV_ENOSPC) at max_tasks live;
+ *      reset   fetch_add +G_CALL (acquire), refused (UV_ENOENT) if G_CLOSED;
+ *      leave   fetch_sub G_CALL (release).
  *    A cancel does not enter: one that ends a task writes while the task
  *    counts live (close waits for it) and ends the count last (release);
- *    any other writes at most a running, so live, task's STOPPING.
- *    Close (loop thread) sets G_CLOSING (acq_rel), and finishes by one CAS
- *    (acquire) that sets G_CLOSED only from a word with no call inside and
- *    no task live.  All are read-modify-writes of one word, so totally
- *    ordered: a submit enters before G_CLOSING (close waits for it and
- *    drains its task) or is refused; a leave (release) makes all the call
- *    did visible to close's acquire.  A task counts live from its submit's
- *    entry to the read-modify-write of whoever ends it.
+ *    any other writes at most a running, so live, task's STOPPING.  Close
+ *    (loop) sets G_CLOSING (acq_rel) and ends by a CAS (acquire) that sets
+ *    G_CLOSED only with no call inside and no task live.  All are
+ *    read-modify-writes of one word, so totally ordered: a submit enters
+ *    before G_CLOSING (close waits for it and drains its task) or is
+ *    refused, and a leave (release) makes what the call did visible to
+ *    close's acquire.  A task counts live from its submit's entry to the
+ *    read-modify-write that ends it.
  *
- * 2. A node is type-stable: chunks of the table are never moved or freed
- *    before the wheel is, so any thread may read a node found by an id's
- *    index.  Its fields:
- *      state     all threads, by CAS only (acq_rel), except plain stores
- *                by a thread that owns a node no other can move: submit's
- *                FREE -> PENDING of a node it popped, the loop's freeing
- *                of an ended node with no writer and W_INQ clear (ended
- *                states are final), and grow's first store into a node of
- *                generation 0 (never used: no id names it).
+ * 2. Nodes are type-stable: no chunk of the table moves or is freed before
+ *    the wheel, so any thread may read the node an id's index finds.
+ *      state     by CAS only (acq_rel), but for plain stores by a thread
+ *                owning a node no other can move: submit's FREE -> PENDING
+ *                of a node it popped, the loop's freeing of an ended node
+ *                with no writer and W_INQ clear (ended states are final),
+ *                grow's first store into a node of generation 0 (never
+ *                used: no id names it).
  *      next      the thread that set W_INQ, then the loop.
- *      deadline  submit, before publishing; a reset, only while its
- *                writer count in the state word holds the node (so a
- *                stale id never writes another task's deadline); the loop
- *                reads it after a CAS that saw W_MOVED or took the node in
- *                (acquire): the last reset's value, or a later one.
- *      runner    the thread that moves the task to RUNNING, just before
- *                (relaxed; the CAS publishes it): a cancel that sees
- *                RUNNING (acquire) and its own thread there is inside the
- *                task's callback.
- *      cb, arg, repeat_ms, on_pool   submit, before publishing; then read.
+ *      deadline  submit before publishing; a reset only while its writer
+ *                count holds the node (a stale id never writes another
+ *                task's); the loop reads it after a CAS (acquire) that saw
+ *                W_MOVED or took the node in: the last reset's, or later.
+ *      runner    whoever moves the task to RUNNING, just before (relaxed;
+ *                the CAS publishes it): a cancel that sees RUNNING
+ *                (acquire) and its own thread there is inside the task's
+ *                callback.
+ *      cb, arg, repeat_ms, on_pool   submit, before publishing.
  *      free_next whoever pushes the node on the free stack; read by
  *                poppers, whose CAS fails if it left the stack meanwhile.
  *      the rest  the loop's (task.c).
  *
  * 3. The state word: generation << 24 | writers << 8 | flags | state.
- *    Every move is one CAS on the whole word, so it carries the id's
- *    generation: an id never moves another task of its node, and of a
+ *    Every move is one CAS of the whole word, so it carries the id's
+ *    generation (an id never moves another task of its node), and of a
  *    cancel, a reset, an expiry, a run and close, exactly one wins each
- *    race.  Moves (task.h lists the states), by thread:
+ *    race.  The moves (task.h lists the states), by thread:
  *      submit  (any) FREE -> PENDING | W_INQ, then pushes the node;
- *      cancel  (any) PENDING/QUEUED -> CANCELLED (returns 0); RUNNING ->
- *              STOPPING (UV_EBUSY), or from the task's own callback, a
- *              repeating one -> CANCELLED (0), a one-shot stays (ENOENT);
- *              STOPPING stays (ENOENT, also from its own callback);
- *      reset   (any) writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT);
- *              stores the deadline; writers - 1 | W_MOVED, and QUEUED ->
- *              PENDING (0; RUNNING: UV_EBUSY, the next run of a repeating
- *              task moves), or ENOENT if the task ended meanwhile;
+ *      cancel  (any) PENDING/QUEUED -> CANCELLED (0); RUNNING -> STOPPING
+ *              (UV_EBUSY), or from the task's own callback a repeating
+ *              one -> CANCELLED (0), a one-shot stays (UV_ENOENT);
+ *              STOPPING stays (UV_ENOENT, also from its own callback);
+ *      reset   (any) writers + 1 if PENDING/QUEUED/RUNNING (else ENOENT),
+ *              stores the deadline, then writers - 1 | W_MOVED and QUEUED
+ *              -> PENDING (0; RUNNING: UV_EBUSY, a repeating task's next
+ *              run moves), or UV_ENOENT if the task ended meanwhile;
  *      take    (loop, uvtw__task_take) clears W_INQ, and W_MOVED as it
- *              files the node (never during a threadpool run), sets
- *              W_TAKEN;
+ *              files the node (never during a threadpool run); sets W_TAKEN;
  *      expiry  (loop, uvtw__task_dispatch) PENDING -> RUNNING or QUEUED,
- *              or if W_MOVED, clears it (uvtw__task_clear_moved) and
- *              re-files;
- *      run     (the threadpool thread, uvtw__work_cb) QUEUED -> RUNNING;
- *      after   (the thread that ran it: the loop, or the threadpool
- *              thread, uvtw__task_after_run) RUNNING -> PENDING/DONE/
- *              CLOSED (CLOSED: the loop only), STOPPING -> DONE;
- *      close   (loop, uvtw__task_close) PENDING/QUEUED -> CLOSED, and
- *              after the final call (uvtw__task_final_done) -> DONE.
- *    A thread that needs the loop to look again at a node it took in (a
- *    cancel: unfile it; a reset: re-file it; the last reset writer of an
- *    ended task: free it) sets W_INQ in its CAS if it was clear, then
- *    pushes the node: W_INQ means "in the queue, or about to be", so a
- *    node is queued at most once, and the loop frees a node only with
- *    W_INQ clear and no writer.  A node not taken in yet has W_INQ: a task
- *    cancelled before take-in stays in the queue, and take-in frees it.
+ *              or if W_MOVED, clears it (uvtw__task_clear_moved), re-files;
+ *      run     (threadpool thread, uvtw__work_cb) QUEUED -> RUNNING;
+ *      after   (the thread that ran it, uvtw__task_after_run) RUNNING ->
+ *              PENDING/DONE/CLOSED (CLOSED: loop only), STOPPING -> DONE;
+ *      close   (loop, uvtw__task_close) PENDING/QUEUED -> CLOSED, and after
+ *              the final call (uvtw__task_final_done) -> DONE.
+ *    W_INQ means "in the queue, or about to be": a thread that needs the
+ *    loop to look again at a node it took in (a cancel: unfile it; a reset:
+ *    re-file it; the last reset writer of an ended task: free it) sets
+ *    W_INQ in its CAS if clear, then pushes the node.  So a node is queued
+ *    at most once, and the loop frees it only with W_INQ clear and no
+ *    writer.  A node not taken in yet has W_INQ: a task cancelled before
+ *    take-in stays in the queue, and take-in frees it.
  *
- * 4. The queue (tasks->head) is an intrusive stack in the style of Linux's
- *    llist: a push is a CAS of the head (release: the node's fields are
- *    visible to the loop); the loop takes the whole stack with one
- *    exchange (acquire) and reverses it, so each producer's entries come
- *    in order.  A push that finds the stack empty wakes the loop with
- *    uv_async_send: after the loop's exchange, the next push finds it
- *    empty, so no entry is left without a wake-up, and no fence is needed.
- *    Only the loop removes entries, all at once, so a node on the stack
- *    never comes back to its top with another `next` (no ABA).
+ * 4. The queue (tasks->head), a stack like Linux's llist: a push is a CAS
+ *    of the head (release: the node's fields are visible to the loop); the
+ *    loop takes the whole stack by one exchange (acquire) and reverses it,
+ *    so each producer's entries come in order.  A push that finds the
+ *    stack empty wakes the loop (uv_async_send): after the loop's exchange
+ *    the next push finds it empty, so no entry lacks a wake-up, and no
+ *    fence is needed.  Only the loop removes entries, all at once, so a
+ *    node never comes back to the top with another `next` (no ABA).
  *
- * 5. The free stack (tasks->free_top) is a Treiber stack of node indices
- *    with a 35-bit ABA tag in the same 64-bit word (lock-free on every
- *    target: i686, armv7 and aarch64 have 64-bit CAS; the static asserts
- *    below check it, with the 8-byte alignment GCC 11 and clang give).
- *    The loop pushes freed nodes a chain per batch (release); producers
- *    pop one (acquire).  An empty stack grows the table by at most
- *    UVTW__GROW_STEP nodes, under grow_lock.
+ * 5. The free stack (tasks->free_top): a Treiber stack of node indices
+ *    with a 35-bit ABA tag in the same 64-bit word (lock-free on i686,
+ *    armv7 and aarch64 too, with the 8-byte alignment GCC 11 and clang
+ *    give: the static asserts below check it).  The loop pushes a chain of
+ *    freed nodes per batch (release); producers pop one (acquire).  An
+ *    empty stack grows the table by at most UVTW__GROW_STEP nodes, under
+ *    grow_lock.
  *
- * 6. Ids: a node's generation counts its uses in its wheel, from 1; a
- *    node whose generation reaches UVTW__GEN_MASK is retired (never
- *    reused), so an id never names a later task of its wheel.  Each wheel
- *    takes a serial from one process-wide atomic counter at creation, and
- *    its ids carry it (UVTW__SERIAL_BITS): cancel and reset refuse an id
- *    of another serial, so an id names no task of another wheel unless
- *    2^12 = 4,096 wheels were created after its own.
+ * 6. Ids: a node's generation counts its uses in its wheel, from 1; at
+ *    UVTW__GEN_MASK the node is retired (never reused), so an id never
+ *    names a later task of its wheel.  Each wheel takes a serial from one
+ *    process-wide atomic counter, carried in its ids (UVTW__SERIAL_BITS):
+ *    cancel and reset refuse an id of another serial, so an id names no
+ *    task of another wheel unless 2^12 = 4,096 wheels were created after
+ *    its own.
  *
- * 7. The loop thread is whichever thread runs the loop: the wheel notes
- *    uv_thread_self() in loop_thread (relaxed) whenever the loop takes
- *    tasks in or flushes (uvtw__loop_thread_seen), and at creation.  A
- *    submit on that thread references the async handle at once, as
- *    uv_queue_work holds the loop; from any other thread the loop holds
- *    itself from its next wake-up.  No thread-local storage: a cancel
- *    knows it runs inside the task's own callback by `runner` (rule 2).
- */
-/* clang-format on */
+ * 7. The loop thread is whichever thread runs the loop: at creation, and
+ *    whenever the loop takes tasks in or flushes, the wheel notes
+ *    uv_thread_self() in loop_thread (relaxed).  A submit on that thread
+ *    references the async handle at once, as uv_queue_work holds the loop;
+ *    from any other thread the loop holds itself from its next wake-up.
+ *    No thread-local storage: a cancel knows it runs inside the task's own
+ *    callback by `runner` (rule 2). */
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "internal.h"
 
@@ -152,7 +140,7 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-void uvtw__live_end(uvtw__tasks_t* tasks) {
+static void live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
 
@@ -162,8 +150,8 @@ void uvtw__gate_close_begin(uvtw__tasks_t* tasks) {
 }
 
 
-/* The gate is read first: with no task live and no call inside, nothing
- * pushes any more, so an empty queue means every notice was taken in. */
+/* The gate first: with no task live and no call inside nothing pushes, so
+ * an empty queue means every notice was taken in. */
 int uvtw__gate_close_end(uvtw__tasks_t* tasks) {
   uint64_t g;
 
@@ -244,8 +232,8 @@ static void free_push(uvtw__tasks_t* tasks,
 }
 
 
-/* Pops a free node, or NULL.  The tag makes the CAS fail if the top left
- * and came back since `top` was read (its free_next may be stale then). */
+/* Pops a free node, or NULL.  The tag fails the CAS if the top left and
+ * came back since `top` was read (its free_next may be stale then). */
 static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
   uvtw__task_t* node;
   uint64_t top, next;
@@ -266,9 +254,9 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
 }
 
 
-/* Slow path, unless another thread freed or added nodes meanwhile: frees
- * UVTW__GROW_STEP more nodes of the newest chunk (adding one if it is all
- * in use), so that memory is touched as it comes into use.  0, UV_ENOMEM. */
+/* Unless another thread freed nodes meanwhile: frees UVTW__GROW_STEP more
+ * nodes of the newest chunk (adding a chunk if it is all in use), so that
+ * memory is touched as it comes into use.  0, or UV_ENOMEM. */
 static int grow(uvtw__tasks_t* tasks) {
   uvtw__task_t* chunk;
   uvtw__task_t* node;
@@ -319,9 +307,7 @@ out:
 }
 
 
-/* Loop thread: an ended node with no writer and W_INQ clear (so only the
- * loop reaches it) gets its next generation, as a free node, and joins the
- * chain uvtw__free_flush pushes; at UVTW__GEN_MASK it is retired. */
+/* Loop thread, an ended node with no writer and W_INQ clear (rule 2). */
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t gen;
 
@@ -382,7 +368,7 @@ uint64_t uvtw__task_take(uvtw__task_t* node, int keep_moved) {
 }
 
 
-/* Notes the running thread first: the CAS publishes it (rule 2). */
+/* Before the move to RUNNING, whose CAS publishes it (rule 2). */
 static void note_runner(uvtw__task_t* node) {
   atomic_store_explicit(&node->runner, uv_thread_self(), memory_order_relaxed);
 }
@@ -433,7 +419,7 @@ uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
       return *to = w; /* cancelled from its own callback */
   } while (!task_cas(node, &w, n));
   if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(tasks);
+    live_end(tasks);
   *to = n;
   return w;
 }
@@ -451,10 +437,11 @@ int uvtw__task_close(uvtw__task_t* node) {
 }
 
 
-/* Only resets move a CLOSED task's word (their writer count). */
-void uvtw__task_final_done(uvtw__task_t* node) {
+/* The task ends; only resets move a CLOSED task's word (their writers). */
+void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t w;
 
+  live_end(tasks);
   w = uvtw__task_word(node);
   while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
     ;
@@ -484,36 +471,29 @@ uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks) {
 
 /* ---- The loop thread (rule 7) ----------------------------------------- */
 
+/* Whether *thread (relaxed) is the calling thread. */
+static int is_self(const _Atomic(uv_thread_t)* thread) {
+  uv_thread_t self, seen;
+
+  self = uv_thread_self();
+  seen = atomic_load_explicit(thread, memory_order_relaxed);
+  return uv_thread_equal(&self, &seen);
+}
+
+
+/* Stores only on a change: every submit reads the line. */
 void uvtw__loop_thread_seen(uvtw__tasks_t* tasks) {
-  atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
-                        memory_order_relaxed);
-}
-
-
-static int on_loop_thread(uvtw__tasks_t* tasks) {
-  uv_thread_t self, loop;
-
-  self = uv_thread_self();
-  loop = atomic_load_explicit(&tasks->loop_thread, memory_order_relaxed);
-  return uv_thread_equal(&self, &loop);
-}
-
-
-/* Inside the task's own callback: it runs, on this thread (rule 2). */
-static int own_run(uvtw__task_t* node) {
-  uv_thread_t self, runner;
-
-  self = uv_thread_self();
-  runner = atomic_load_explicit(&node->runner, memory_order_relaxed);
-  return uv_thread_equal(&self, &runner);
+  if (!is_self(&tasks->loop_thread))
+    atomic_store_explicit(&tasks->loop_thread, uv_thread_self(),
+                          memory_order_relaxed);
 }
 
 
 /* ---- The calls -------------------------------------------------------- */
 
-/* A deadline delay_ms from now: by uv_hrtime() (uvtw__hrtime_ms: never
- * early on the loop's clock, nor in real time with options.precise), or
- * on a virtual wheel from its clock. */
+/* delay_ms from now by uv_hrtime() (uvtw__hrtime_ms: never early on the
+ * loop's clock, nor in real time with options.precise), or a virtual
+ * wheel's clock. */
 static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
   uint64_t now;
 
@@ -540,8 +520,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
-  if (tasks->max_tasks != 0) {
-    /* A CAS: enters unless closing or full. */
+  if (tasks->max_tasks != 0) { /* a CAS: enters unless closing or full */
     g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
     do {
       if (g & UVTW__G_CLOSING)
@@ -552,8 +531,7 @@ int uvtw_submit(uvtw_wheel_t* wheel,
         &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
         memory_order_relaxed));
   } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
-    /* One fetch_add, which never retries (a CAS loop does, under
-     * contention), undone if close has begun. */
+    /* One fetch_add never retries (a CAS does, under contention). */
     gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
     return UV_ECANCELED;
   }
@@ -575,10 +553,9 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                         UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
                         memory_order_relaxed);
   queue_push(tasks, node); /* release: publishes all of the above */
-  /* Liveness: the loop holds itself for its queue from its next flush on;
-   * a submit on the loop thread (say before uv_run) holds it at once, as
-   * uv_queue_work does.  Only the loop thread may uv_ref (rule 7). */
-  if (on_loop_thread(tasks) && !tasks->holds_loop) {
+  /* On the loop thread (say before uv_run), hold the loop at once (rule
+   * 7); only that thread may uv_ref. */
+  if (is_self(&tasks->loop_thread) && !tasks->holds_loop) {
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
   }
@@ -592,41 +569,11 @@ static uvtw__task_t* id_node(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t* w) {
   uvtw__task_t* node;
 
   if ((id & UVTW__GEN_MASK) == 0 ||
-      (id & ~(((uint64_t) 1 << (UVTW__GEN_BITS + UVTW__INDEX_BITS)) - 1)) !=
-          tasks->serial ||
+      UVTW__ID_SERIAL(id) != UVTW__ID_SERIAL(tasks->serial) ||
       (node = uvtw__node_at(tasks, UVTW__ID_INDEX(id))) == NULL)
     return NULL;
   *w = uvtw__task_word(node);
   return node;
-}
-
-
-/* Lets go of a writer's hold (w: a word with it), applying a reset's
- * deadline (W_MOVED, release) to a task that waits or runs: 0, UV_EBUSY if
- * it runs, else UV_ENOENT; pushes a notice if the loop must re-file the
- * task or, as the last writer of a task that ended, free it. */
-static int let_go(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
-  uint64_t n;
-  int err;
-
-  do {
-    n = w - UVTW__W_WRITER;
-    err = UV_ENOENT;
-    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
-        UVTW__STATE(w) <= UVTW__T_RUNNING) {
-      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
-      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
-                                  ? UVTW__T_PENDING
-                                  : UVTW__STATE(w)) |
-          UVTW__W_MOVED;
-    }
-    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
-        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
-      n |= UVTW__W_INQ;
-  } while (!task_cas(node, &w, n));
-  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    queue_push(tasks, node);
-  return err;
 }
 
 
@@ -646,13 +593,14 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
       return UV_ENOENT;
     st = UVTW__STATE(w);
-    if (st == UVTW__T_RUNNING && !own_run(node)) {
+    /* Run by another thread: not from inside its own callback (rule 2). */
+    if (st == UVTW__T_RUNNING && !is_self(&node->runner)) {
       if (task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
         return UV_EBUSY; /* the run ends the task */
       continue;
     }
-    /* From its own callback, a repeating task has no run after this one;
-     * a one-shot's run is its end. */
+    /* From its own callback: a repeating task runs no more; a one-shot's
+     * run is its end. */
     if (st == UVTW__T_RUNNING ? node->repeat_ms == 0
                               : st != UVTW__T_PENDING && st != UVTW__T_QUEUED)
       return UV_ENOENT;
@@ -667,15 +615,19 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
   else if (!(w & UVTW__W_INQ))
     queue_push(tasks, node);
-  uvtw__live_end(tasks); /* release: all of the above happens before */
+  live_end(tasks); /* release: all of the above happens before */
   return 0;
 }
 
 
+/* Holds the node as a writer, so it is not freed (nor reused) meanwhile,
+ * stores the deadline, and lets go, applying it (W_MOVED, release) to a
+ * task that waits or runs; pushes a notice if the loop must re-file the
+ * task or, as the last writer of a task that ended, free it. */
 int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t deadline, w;
+  uint64_t deadline, w, n;
   int err;
 
   if (wheel == NULL)
@@ -685,7 +637,6 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
   err = UV_ENOENT;
   if (gate_enter(tasks, UVTW__G_CALL) & UVTW__G_CLOSED)
     goto out; /* close is done with the tasks */
-  /* Hold the node as a writer: it is not freed (nor reused) meanwhile. */
   if ((node = id_node(tasks, id, &w)) == NULL)
     goto out;
   do
@@ -694,18 +645,34 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
       goto out;
   while (!task_cas(node, &w, w + UVTW__W_WRITER));
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
-  err = let_go(tasks, node, w + UVTW__W_WRITER);
+  w += UVTW__W_WRITER;
+  do {
+    n = w - UVTW__W_WRITER;
+    err = UV_ENOENT;
+    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
+        UVTW__STATE(w) <= UVTW__T_RUNNING) {
+      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
+      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
+                                  ? UVTW__T_PENDING
+                                  : UVTW__STATE(w)) |
+          UVTW__W_MOVED;
+    }
+    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
+        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
+      n |= UVTW__W_INQ;
+  } while (!task_cas(node, &w, n));
+  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
+    queue_push(tasks, node);
 out:
   gate_leave(tasks, UVTW__G_CALL);
   return err;
 }
 
 
-/* A threadpool thread: QUEUED -> RUNNING (or nothing, if a cancel, a reset
- * or close came first), the run, and its end.  A one-shot ends here (its
- * place is free now, not at after_work_cb); a repeating one waits for
- * after_work_cb to re-file it.  Close waits for after_work_cb, so the
- * wheel is alive; `work` is the loop's again after this returns. */
+/* A threadpool thread: QUEUED -> RUNNING (unless a cancel, a reset or
+ * close came first), the run and its end: a one-shot's place is free now,
+ * a repeating task waits for after_work_cb to re-file it.  Close waits for
+ * after_work_cb, so the wheel lives; `work` is the loop's once this ends. */
 void uvtw__work_cb(uv_work_t* req) {
   uvtw__task_t* node;
   uvtw__work_t* work;
@@ -726,6 +693,7 @@ void uvtw__work_cb(uv_work_t* req) {
 }
 
 
+/* After task.c zeroed *tasks. */
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   atomic_init(&tasks->gate, 0);
   atomic_init(&tasks->head, NULL);
@@ -733,14 +701,10 @@ int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   atomic_init(&tasks->taken_back, 0);
   atomic_init(&tasks->filed, 0);
   atomic_init(&tasks->loop_thread, uv_thread_self());
-  memset(tasks->chunks, 0, sizeof(tasks->chunks));
-  memset(tasks->chunk_mem, 0, sizeof(tasks->chunk_mem));
   tasks->serial =
       (atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed) &
        (((uint64_t) 1 << UVTW__SERIAL_BITS) - 1))
       << (UVTW__GEN_BITS + UVTW__INDEX_BITS);
-  tasks->nchunks = 0;
-  tasks->linked = 0;
   return uv_mutex_init(&tasks->grow_lock);
 }
 

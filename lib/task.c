@@ -1,20 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* Cross-thread tasks, the loop's side: single-threaded code with no atomic
- * operation; it moves a node's state word only through task-shared.c's
- * verbs (its "Ground rules", rule 3), and everything that runs on other
- * threads, the threadpool run included, is there.
+/* Cross-thread tasks, the loop's side: single-threaded, no atomic
+ * operation; it moves a node only through task-shared.c's verbs (rule 3
+ * there), and all that runs on other threads is there too.
  *
  * The loop takes the queue in (uvtw__tasks_drain): a new task is accepted,
- * held (it keeps the loop alive) and filed in the wheel at its deadline; a
- * node that comes again (a notice) is unfiled if cancelled, re-filed if a
- * reset moved it, and freed once it ended.  The pass pops a due task's
- * timer (uvtw__task_fire): it runs on the loop, or goes to uv_queue_work
- * and comes back in after_work_cb.  The loop frees a node once it ended
- * and nothing refers to it (release_if_idle), also one that a cancel ended
- * before it was taken in.
- * Liveness (docs/tasks.md): the loop references the async handle while it
- * holds a task (accepted, not freed) or its queue holds entries (backlog);
- * on a virtual wheel a filed task holds nothing. */
+ * held and filed in the wheel at its deadline; a node that comes again (a
+ * notice) is unfiled if cancelled, re-filed if a reset moved it, freed
+ * once it ended.  A due task's timer (uvtw__task_fire) runs it on the
+ * loop, or hands it to uv_queue_work until after_work_cb.  A node is freed
+ * once it ended and nothing refers to it (release_if_idle).  Liveness
+ * (docs/tasks.md): the async handle is referenced while the loop holds a
+ * task (accepted, not freed; on a virtual wheel, not filed) or its queue
+ * holds entries (backlog). */
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,34 +29,28 @@ int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel) {
 }
 
 
-static void hold_sync(uvtw_wheel_t* wheel) {
-  int want;
-
-  if (wheel->closing)
-    return; /* close holds the async handle until it closes it */
-  want = uvtw__tasks_hold_wanted(wheel);
-  if (want == wheel->tasks.holds_loop)
-    return;
-  wheel->tasks.holds_loop = want;
-  if (want)
-    uv_ref((uv_handle_t*) &wheel->async);
-  else
-    uv_unref((uv_handle_t*) &wheel->async);
-}
-
-
-/* After each batch of loop work: a task pushed while it ran (say by a
- * thread that a timer's callback joined) holds the loop before the async
- * callback takes it in: from libuv 1.48 on the timers phase is the last of
- * an iteration, and uv_run returns right after it if nothing holds it. */
+/* After each batch of loop work, so that a task pushed meanwhile (say by
+ * a thread a timer's callback joined) holds the loop before the async
+ * callback takes it in: from libuv 1.48 on the timers phase ends an
+ * iteration, and uv_run returns right after it if nothing holds it. */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel) {
   uvtw__tasks_t* tasks;
+  int want;
 
   tasks = &wheel->tasks;
   uvtw__loop_thread_seen(tasks);
   uvtw__free_flush(tasks);
   tasks->backlog = tasks->inbox != NULL || uvtw__queue_busy(tasks);
-  hold_sync(wheel);
+  if (wheel->closing)
+    return; /* close holds the async handle until it closes it */
+  want = uvtw__tasks_hold_wanted(wheel);
+  if (want == tasks->holds_loop)
+    return;
+  tasks->holds_loop = want;
+  if (want)
+    uv_ref((uv_handle_t*) &wheel->async);
+  else
+    uv_unref((uv_handle_t*) &wheel->async);
 }
 
 
@@ -87,8 +78,8 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
   timer->wheel_ = wheel;
   timer->cb_ = uvtw__task_fire;
   timer->repeat_ = node->on_pool ? 0 : node->repeat_ms;
-  /* Referenced, a task's (no UVTW__ORDER_USER), with the wheel's task
-   * leeway; the start orders it. */
+  /* Referenced, a task's (no UVTW__ORDER_USER), the wheel's task leeway;
+   * the start orders it. */
   timer->order_ = UVTW__ORDER_REF | wheel->core.task_leeway;
   node->location = UVTW__AT_WHEEL;
   e = uvtw__core_start(&wheel->core, timer, ms,
@@ -98,9 +89,8 @@ static void file_at(uvtw_wheel_t* wheel, uvtw__task_t* node, uint64_t ms) {
 }
 
 
-/* Frees an ended node once nothing refers to it: not in the wheel, the
- * threadpool or the final list, not in the queue, no reset writing it, and not
- * the task whose callback runs now. */
+/* Frees an ended node nothing refers to: not filed, on the pool or the
+ * final list, not queued, no reset writing it, its callback not running. */
 static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
   uint64_t w;
 
@@ -167,8 +157,8 @@ int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget) {
   size_t n;
 
   tasks = &wheel->tasks;
-  /* The whole stack, oldest first, once per call: pushes meanwhile find it
-   * busy and send no wake-up (the next drain takes them). */
+  /* The whole stack once per call: pushes meanwhile find it busy and send
+   * no wake-up (the next drain takes them). */
   if (tasks->inbox == NULL)
     uvtw__queue_take(tasks);
   for (n = 0; n < budget && (node = uvtw__inbox_pop(tasks)) != NULL; n++)
@@ -187,9 +177,6 @@ void uvtw__tasks_woken(uvtw_wheel_t* wheel) {
   wheel->tasks.woken = 1;
   wheel->tasks.async_wakeups++;
 }
-
-
-static void after_work_cb(uv_work_t* req, int status);
 
 
 static uvtw__work_t* work_get(uvtw__tasks_t* tasks, uvtw__task_t* node) {
@@ -214,6 +201,42 @@ static void work_put(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
+static void after_work_cb(uv_work_t* req, int status) {
+  uvtw__task_t* node;
+  uvtw_wheel_t* wheel;
+  uvtw__work_t* work;
+  uint64_t deadline, w;
+
+  work = uvtw__container_of(req, uvtw__work_t, req);
+  node = work->node;
+  wheel = node->timer.wheel_;
+  uvtw__list_remove(&node->timer.link_);
+  node->location = UVTW__AT_NONE;
+  if (work->ran)
+    wheel->tasks.run++;
+  if (work->stopped)
+    wheel->tasks.cancelled++;
+  deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
+  work_put(&wheel->tasks, node);
+  if (status != UV_ECANCELED && !wheel->closing &&
+      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
+    /* Due at dispatch + repeat (if that passed, in the next pass: never
+     * overlapping itself), or at a reset's deadline. */
+    if (w & UVTW__W_MOVED)
+      deadline = uvtw__task_deadline(node);
+    file_at(wheel, node, deadline);
+    uvtw__driver_sync_ref(wheel);
+  } else if (wheel->closing) {
+    to_final(wheel, node); /* or frees it if it ended */
+  } else {
+    release_if_idle(wheel, node);
+  }
+  uvtw__tasks_flush(wheel);
+  if (wheel->closing)
+    wheel->tasks.work_returned(wheel);
+}
+
+
 void uvtw__task_fire(uvtw_timer_t* timer) {
   uvtw_wheel_t* wheel;
   uvtw__task_t* node;
@@ -227,14 +250,13 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     uvtw__tasks_count_filed(&wheel->tasks, -1);
   work = NULL;
   if (node->on_pool && (work = work_get(&wheel->tasks, node)) == NULL) {
-    /* Out of memory for the request: it tries again a millisecond later
-     * (never early, never lost). */
+    /* No memory for the request: again 1 ms later (never early or lost). */
     file_at(wheel, node, uvtw__driver_now(&wheel->driver) + 1);
     uvtw__driver_count_late(wheel, -1);
     return;
   }
   if (!uvtw__task_dispatch(node, node->on_pool)) {
-    /* A reset came first (not before its deadline), or a cancel (its
+    /* A reset came first (re-file at its deadline), or a cancel (its
      * notice comes). */
     if (work != NULL)
       work_put(&wheel->tasks, node);
@@ -264,9 +286,9 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
   wheel->tasks.running = outer;
   wheel->tasks.run++;
 
-  /* A repeating task was re-filed by the pass before its run, from the
-   * dispatch time, and waits again, at a reset's deadline if one came
-   * during the run; unless its callback closed the wheel. */
+  /* The pass re-filed a repeating task from the dispatch time: it waits
+   * again (at a reset's deadline if one came meanwhile) unless its
+   * callback closed the wheel. */
   w = uvtw__task_after_run(&wheel->tasks, node, wheel->closing != UVTW__OPEN,
                            &to);
   switch (UVTW__STATE(to)) {
@@ -287,42 +309,6 @@ void uvtw__task_fire(uvtw_timer_t* timer) {
     unfile(wheel, node);
     release_if_idle(wheel, node);
   }
-}
-
-
-static void after_work_cb(uv_work_t* req, int status) {
-  uvtw__task_t* node;
-  uvtw_wheel_t* wheel;
-  uvtw__work_t* work;
-  uint64_t deadline, w;
-
-  work = uvtw__container_of(req, uvtw__work_t, req);
-  node = work->node;
-  wheel = node->timer.wheel_;
-  uvtw__list_remove(&node->timer.link_);
-  node->location = UVTW__AT_NONE;
-  if (work->ran)
-    wheel->tasks.run++;
-  if (work->stopped)
-    wheel->tasks.cancelled++;
-  deadline = uvtw__sat_add(work->dispatch_ms, node->repeat_ms);
-  work_put(&wheel->tasks, node);
-  if (status != UV_ECANCELED && !wheel->closing &&
-      UVTW__STATE(w = uvtw__task_clear_moved(node)) == UVTW__T_PENDING) {
-    /* Due at dispatch + repeat (if that passed while it ran, it goes in
-     * the next pass, never overlapping itself), or at a reset's deadline. */
-    if (w & UVTW__W_MOVED)
-      deadline = uvtw__task_deadline(node);
-    file_at(wheel, node, deadline);
-    uvtw__driver_sync_ref(wheel);
-  } else if (wheel->closing) {
-    to_final(wheel, node); /* or frees it if it ended */
-  } else {
-    release_if_idle(wheel, node);
-  }
-  uvtw__tasks_flush(wheel);
-  if (wheel->closing)
-    wheel->tasks.work_returned(wheel);
 }
 
 
@@ -406,8 +392,7 @@ static void run_finals(uvtw_wheel_t* wheel) {
     node->location = UVTW__AT_NONE;
     node->cb(node->arg, UV_ECANCELED);
     wheel->tasks.closed++;
-    uvtw__live_end(&wheel->tasks);
-    uvtw__task_final_done(node);
+    uvtw__task_final_done(&wheel->tasks, node);
     release_if_idle(wheel, node);
   }
   uvtw__tasks_flush(wheel);
@@ -435,9 +420,8 @@ int uvtw__tasks_close_step(uvtw_wheel_t* wheel) {
   }
   if (!uvtw__list_empty(&tasks->in_work))
     return 0; /* after_work_cb calls again */
-  /* Done once no task is live, no call is inside and the queue is empty:
-   * a call that enters later finds G_CLOSED.  Until then, look again next
-   * iteration. */
+  /* Done once G_CLOSED is set (a call entering later finds it); until
+   * then, look again next iteration. */
   if (!uvtw__gate_close_end(tasks)) {
     uv_async_send(&wheel->async);
     return 0;

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Cross-thread tasks: the node, its state word and the wheel's task state.
- * Every atomic step, and the rules for them, is task-shared.c; the loop's
- * side (take-in, filing, runs, final calls, close, counts) is task.c,
- * single-threaded code that moves a node's state only by task-shared.c's
- * verbs. */
+ * task-shared.c holds every atomic step and the rules for them (its
+ * "Ground rules", cited as rule N); task.c, the loop's side, moves a node
+ * only through its verbs. */
 
 #ifndef UVTW_TASK_H
 #define UVTW_TASK_H
@@ -19,14 +18,13 @@
 typedef struct uvtw__task_s uvtw__task_t;
 typedef struct uvtw__work_s uvtw__work_t;
 
-/* Queue entries one async callback takes in before yielding to the rest of
- * the loop; the remainder waits for the next iteration. */
+/* Queue entries one async callback takes in; the rest wait for the next
+ * iteration. */
 #define UVTW__DRAIN_BATCH 4096
 
-/* An id is serial << 52 | index << 24 | generation: the wheel's serial
- * (task-shared.c, rule 6), the node's index in the table and its
- * generation.  Generation 0 is never issued, so id 0 and a never-used node
- * name nothing. */
+/* An id is serial << 52 | index << 24 | generation (rule 6): the wheel's
+ * serial, the node's index in the table, its generation.  Generation 0 is
+ * never issued, so id 0 and a never-used node name nothing. */
 #define UVTW__SERIAL_BITS 12
 #define UVTW__INDEX_BITS 28
 #define UVTW__GEN_BITS 24
@@ -34,24 +32,23 @@ typedef struct uvtw__work_s uvtw__work_t;
 #define UVTW__ID_INDEX(id)                                                     \
  (((id) >> UVTW__GEN_BITS) & (((uint64_t) 1 << UVTW__INDEX_BITS) - 1))
 #define UVTW__ID_SERIAL(id) ((id) >> (UVTW__GEN_BITS + UVTW__INDEX_BITS))
-/* The free stack's top word: an ABA tag above UVTW__FREE_LINK_BITS, the
- * top node's index + 1 below (0: empty).  The tag has the other 35 bits: a
- * stale CAS succeeds only after a stall through 2^35 pushes and pops. */
+/* The free stack's top word (rule 5): the top node's index + 1 (0: empty)
+ * below an ABA tag of the other 35 bits, so a stale CAS succeeds only
+ * after a stall through 2^35 pushes and pops. */
 #define UVTW__FREE_LINK_BITS (UVTW__INDEX_BITS + 1)
 #define UVTW__FREE_LINK(top)                                                   \
  ((uint32_t) ((top) & (((uint64_t) 1 << UVTW__FREE_LINK_BITS) - 1)))
 #define UVTW__FREE_NEXT_TAG(top)                                               \
  ((((top) >> UVTW__FREE_LINK_BITS) + 1) << UVTW__FREE_LINK_BITS)
 
-/* Chunk c of the node table holds UVTW__CHUNK0 << c nodes: 20 chunks
- * address just under 2^28 nodes, and no chunk moves before the wheel is
- * freed (type-stable nodes, found by index without a lock). */
+/* Chunk c of the node table holds UVTW__CHUNK0 << c nodes: 20 chunks hold
+ * just under 2^28 (rule 2: no chunk moves before the wheel is freed). */
 #define UVTW__CHUNK0 256u
 #define UVTW__CHUNKS 20
 #define UVTW__GROW_STEP 4096u /* the most nodes a growth frees at once */
 
-/* The state word of a node: generation << 24 | writers << 8 | flags |
- * state.  task-shared.c, "Ground rules", says who may make which move. */
+/* A node's state word (rule 3): generation << 24 | writers << 8 | flags |
+ * state. */
 enum {
   UVTW__T_FREE,      /* on the free stack, or never used */
   UVTW__T_PENDING,   /* waiting: in the queue, in the wheel, or between runs */
@@ -63,13 +60,10 @@ enum {
   UVTW__T_CLOSED     /* owed its final UV_ECANCELED call */
 };
 #define UVTW__W_STATE ((uint64_t) 0xf)
-/* Flags: in the queue, or about to be pushed; taken in by the loop; a
- * reset's deadline not applied yet.  A writer: one uvtw_reset writing
- * `deadline`. */
-#define UVTW__W_INQ ((uint64_t) 0x20)
-#define UVTW__W_TAKEN ((uint64_t) 0x40)
-#define UVTW__W_MOVED ((uint64_t) 0x80)
-#define UVTW__W_WRITER ((uint64_t) 1 << 8)
+#define UVTW__W_INQ ((uint64_t) 0x20)      /* in the queue, or about to be */
+#define UVTW__W_TAKEN ((uint64_t) 0x40)    /* taken in by the loop */
+#define UVTW__W_MOVED ((uint64_t) 0x80)    /* a reset's deadline to apply */
+#define UVTW__W_WRITER ((uint64_t) 1 << 8) /* a uvtw_reset writing deadline */
 #define UVTW__W_WRITERS ((uint64_t) 0xffff << 8)
 #define UVTW__W_GEN_SHIFT 24
 #define UVTW__STATE(w) ((unsigned) ((w) &UVTW__W_STATE))
@@ -80,15 +74,15 @@ enum {
 enum { UVTW__AT_NONE, UVTW__AT_WHEEL, UVTW__AT_WORK, UVTW__AT_FINAL_LIST };
 
 struct uvtw__task_s {
-  /* Shared (task-shared.c, rule 2). */
+  /* Shared: rule 2 says who writes each. */
   _Alignas(64) _Atomic uint64_t state;
   uvtw__task_t* _Atomic next;  /* queue link, while UVTW__W_INQ */
-  _Atomic uint64_t deadline;   /* ms: written by submit and by resets */
+  _Atomic uint64_t deadline;   /* ms */
   _Atomic uint32_t free_next;  /* free stack link: index + 1, 0 at end */
-  uint32_t index;              /* written once, before the node's first push */
+  uint32_t index;              /* set before the node's first push */
   _Atomic(uv_thread_t) runner; /* the thread of its latest run */
-  uvtw_task_cb cb;             /* cb, arg, repeat_ms, on_pool: written by */
-  void* arg;                   /* submit before the node is published */
+  uvtw_task_cb cb;
+  void* arg;
   uint64_t repeat_ms;
   uint8_t on_pool; /* UVTW_THREADPOOL */
   /* The loop's. */
@@ -109,7 +103,7 @@ struct uvtw__work_s {
   uint8_t uv_cancel_asked;
 };
 
-/* The gate word: close's flags, the calls inside, the live tasks. */
+/* The gate word (rule 1): close's flags, the calls inside, the live tasks. */
 #define UVTW__G_CLOSING ((uint64_t) 1) /* uvtw_wheel_close has begun */
 #define UVTW__G_CLOSED ((uint64_t) 2)  /* close is done with the tasks */
 #define UVTW__G_CALL ((uint64_t) 1 << 2)
@@ -131,12 +125,10 @@ typedef struct uvtw__tasks_s {
   char pad3_[64];
   /* Read by every call; written at creation (and chunks[] as it grows). */
   size_t max_tasks;
-  uint64_t serial; /* this wheel's serial: the top bits of its ids */
-  /* The thread that last ran the loop's task work (rule 7). */
-  _Atomic(uv_thread_t) loop_thread;
-  /* Deadlines count from a virtual wheel's clock, or uv_hrtime() if NULL */
-  const _Atomic uint64_t* virtual_clock;
-  int precise; /* options.precise: uv_hrtime() rounded up to a ms */
+  uint64_t serial;                       /* the top bits of this wheel's ids */
+  _Atomic(uv_thread_t) loop_thread;      /* rule 7 */
+  const _Atomic uint64_t* virtual_clock; /* a virtual wheel's; else NULL */
+  int precise;                           /* options.precise */
   uv_async_t* async;
   uvtw__task_t* _Atomic chunks[UVTW__CHUNKS];
   void* chunk_mem[UVTW__CHUNKS]; /* what calloc returned */
@@ -157,8 +149,7 @@ typedef struct uvtw__tasks_s {
   struct uvtw__link in_work; /* nodes with work on the threadpool */
   struct uvtw__link final;   /* nodes owed their final call */
   uvtw__work_t* free_works;
-  /* Task timers active in the core; read by any thread (pending). */
-  _Atomic uint64_t filed;
+  _Atomic uint64_t filed; /* task timers in the core; any thread reads */
   uint64_t accepted;
   uint64_t run;
   uint64_t cancelled;
@@ -184,89 +175,73 @@ static inline uvtw__task_t* uvtw__node_at(const uvtw__tasks_t* tasks,
   return &chunk[index - (uint64_t) UVTW__CHUNK0 * ((1u << c) - 1)];
 }
 
-/* task-shared.c: the verbs, one per move of rule 3, for the loop (task.c).
- * Each is one atomic step (or a retry loop of one) with its orders. */
-/* The gate: a live task ended (any thread); close begins; close ends (1 if
- * no call is inside and no task live: G_CLOSED is set). */
-void uvtw__live_end(uvtw__tasks_t* tasks);
+/* task-shared.c's verbs for task.c, one atomic step (or a retry loop of
+ * one) each; the moves are rule 3's, by name.  Close begins; close ends,
+ * 1 (G_CLOSED set) with no call inside, no task live and the queue empty. */
 void uvtw__gate_close_begin(uvtw__tasks_t* tasks);
 int uvtw__gate_close_end(uvtw__tasks_t* tasks);
-/* The queue: take the whole stack into the inbox, oldest first; pop the
- * inbox; 1 if the stack holds entries (a hint, relaxed). */
+/* The whole queue into the inbox, oldest first; pop the inbox; a hint
+ * (relaxed) that the queue holds entries. */
 void uvtw__queue_take(uvtw__tasks_t* tasks);
 uvtw__task_t* uvtw__inbox_pop(uvtw__tasks_t* tasks);
 int uvtw__queue_busy(uvtw__tasks_t* tasks);
-/* The loop's reads of a node: its word (acquire), its deadline. */
-uint64_t uvtw__task_word(uvtw__task_t* node);
+uint64_t uvtw__task_word(uvtw__task_t* node); /* acquire */
 uint64_t uvtw__task_deadline(uvtw__task_t* node);
-/* Take-in: clears W_INQ, sets W_TAKEN, and W_MOVED unless keep_moved.
- * Returns the word it moved from. */
+/* Each returns the word it moved from (or saw last, moving nothing);
+ * keep_moved: leave W_MOVED to after_work_cb. */
 uint64_t uvtw__task_take(uvtw__task_t* node, int keep_moved);
-/* Expiry: PENDING without W_MOVED -> RUNNING (on the loop) or QUEUED
- * (on_pool): 1, else 0 (a reset or a cancel came first). */
-int uvtw__task_dispatch(uvtw__task_t* node, int on_pool);
-/* Clears W_MOVED of a waiting task; returns the word it saw last. */
 uint64_t uvtw__task_clear_moved(uvtw__task_t* node);
-/* After a run: RUNNING -> PENDING/DONE/CLOSED, STOPPING -> DONE; ends the
- * live count on DONE.  Returns the word moved from, *to the word moved to
- * (the word seen, if a cancel from its callback ended it). */
+/* Ends the live count on DONE; *to: the word moved to (or seen). */
 uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
                               uvtw__task_t* node,
                               int closing,
                               uint64_t* to);
-/* Close: PENDING/QUEUED -> CLOSED (1), else 0; after the final call
- * CLOSED -> DONE. */
+/* 1 if it moved the task, else 0 (another move came first). */
+int uvtw__task_dispatch(uvtw__task_t* node, int on_pool);
 int uvtw__task_close(uvtw__task_t* node);
-void uvtw__task_final_done(uvtw__task_t* node);
-/* The threadpool run (uv_queue_work's work_cb, on a threadpool thread). */
-void uvtw__work_cb(uv_work_t* req);
-/* The free stack: gives an ended node its next generation (or retires
- * it) and chains it; the loop pushes the chain after each batch. */
+void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node);
+void uvtw__work_cb(uv_work_t* req); /* a threadpool thread */
+/* An ended node gets its next generation (or is retired) and joins the
+ * chain that uvtw__free_flush pushes on the free stack. */
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__free_flush(uvtw__tasks_t* tasks);
-/* Counts: task timers filed (loop writes, any thread reads), cancels
- * before take-in, live tasks. */
+/* Counts: task timers filed (loop writes), cancels before take-in, live
+ * tasks (one load of the gate). */
 void uvtw__tasks_count_filed(uvtw__tasks_t* tasks, int delta);
 uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks);
-/* Live tasks (any thread): one load of the gate. */
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
-/* The loop notes the thread it runs on (rule 7). */
-void uvtw__loop_thread_seen(uvtw__tasks_t* tasks);
+void uvtw__loop_thread_seen(uvtw__tasks_t* tasks); /* rule 7 */
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);
 void uvtw__tasks_shared_destroy(uvtw__tasks_t* tasks);
 
-/* task.c: the interface the wheel uses. */
+/* task.c, for the wheel; all on the loop thread. */
 int uvtw__tasks_init(uvtw_wheel_t* wheel,
                      size_t max_tasks,
                      void (*work_returned)(uvtw_wheel_t* wheel));
 void uvtw__tasks_destroy(uvtw_wheel_t* wheel);
-/* Loop thread: the task counters of uvtw_stats_t. */
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out);
-/* Loop thread, after each batch of work: frees the ended nodes to the free
- * stack and makes the tasks hold the loop, or not (task.c, hold_sync). */
+/* After each batch of work: frees ended nodes, holds the loop or not. */
 void uvtw__tasks_flush(uvtw_wheel_t* wheel);
-/* Non-zero unless nothing was taken in yet (no async callback or drain) and
- * the queue is empty: then a pass needs no uvtw__tasks_flush. */
+/* 0 only if nothing was taken in yet and the queue is empty: then a pass
+ * needs no uvtw__tasks_flush. */
 static inline int uvtw__tasks_may_be_busy(uvtw__tasks_t* tasks) {
   return tasks->woken ||
          atomic_load_explicit(&tasks->head, memory_order_relaxed) != NULL;
 }
-/* Loop thread: takes in about `budget` entries; non-zero if some remain. */
+/* Takes in about `budget` entries; non-zero if some remain. */
 int uvtw__tasks_drain(uvtw_wheel_t* wheel, size_t budget);
-/* The async callback's first step. */
-void uvtw__tasks_woken(uvtw_wheel_t* wheel);
+void uvtw__tasks_woken(uvtw_wheel_t* wheel); /* the async callback's start */
 int uvtw__tasks_hold_wanted(const uvtw_wheel_t* wheel);
-/* The callback of every task's timer. */
-void uvtw__task_fire(uvtw_timer_t* timer);
+void uvtw__task_fire(uvtw_timer_t* timer); /* every task timer's callback */
 static inline int uvtw__task_owns(const uvtw_timer_t* timer) {
   return timer->cb_ == uvtw__task_fire;
 }
-/* Close, step 1 (wheel.c): refuses submits, takes the task timers out of
- * the wheel and queues their final calls. */
+/* Close, step 1: refuses submits, takes the task timers out of the wheel
+ * and queues their final calls.  Step 2: non-zero once no task is live,
+ * no call inside and the queue empty; else it has arranged to be called
+ * again (never blocks). */
 void uvtw__tasks_close_begin(uvtw_wheel_t* wheel);
-/* Close, step 2: non-zero once no task is live, no call is inside and the
- * queue is empty; else it has arranged to be called again (never blocks). */
 int uvtw__tasks_close_step(uvtw_wheel_t* wheel);
 
 /* The loop's bookkeeping against the nodes (task-check.c); with

@@ -11,7 +11,7 @@
  *     timers neither wake the loop nor keep it alive, and no pass is ever
  *     deferred for the timers phase now running (armed_tick stays
  *     DISARMED);
- *   - a filed task no longer holds the loop (task.c, hold_sync);
+ *   - a filed task no longer holds the loop (task.c, uvtw__tasks_hold_wanted);
  *   - advance runs the passes, here: it moves the clock to each tick at
  *     which a timer may expire (uvtw__core_next_expiry, never later than
  *     the earliest expiry; unlike the driver's wake-ups it skips those

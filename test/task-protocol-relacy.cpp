@@ -98,7 +98,6 @@
  * not modelled: uvtw__tasks_filed (relaxed): a count for stats
  * not modelled: uvtw__tasks_taken_back (relaxed): a count for stats
  * not modelled: uvtw__loop_thread_seen (relaxed): rule 7, liveness only
- * not modelled: on_loop_thread (relaxed): rule 7, liveness only
  * not modelled: deadline_in (relaxed): the clock, not modelled
  * not modelled: uvtw__tasks_may_be_busy (relaxed): the loop's hint
  *   whether a pass needs a flush */
@@ -293,7 +292,7 @@ static void gate_leave(uvtw__tasks_t* tasks, uint64_t sub) {
 }
 
 
-static void uvtw__live_end(uvtw__tasks_t* tasks) {
+static void live_end(uvtw__tasks_t* tasks) {
   gate_leave(tasks, UVTW__G_LIVE);
 }
 
@@ -507,7 +506,7 @@ static uint64_t uvtw__task_after_run(uvtw__tasks_t* tasks,
   if (UVTW__STATE(w) == UVTW__T_RUNNING && UVTW__STATE(n) == UVTW__T_DONE)
     ghost->ends[node->arg($)]++; /* a one-shot's run is its end */
   if (UVTW__STATE(n) == UVTW__T_DONE)
-    uvtw__live_end(tasks);
+    live_end(tasks);
   *to = n;
   return w;
 }
@@ -525,21 +524,22 @@ static int uvtw__task_close(uvtw__task_t* node) {
 }
 
 
-static void uvtw__task_final_done(uvtw__task_t* node) {
+static void uvtw__task_final_done(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t w;
 
+  live_end(tasks);
   w = uvtw__task_word(node);
   while (!task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_DONE)))
     ;
 }
 
 
-static int own_run(uvtw__task_t* node) {
-  int self, runner;
+static int is_self(rl::atomic<int>* thread) {
+  int self, seen;
 
   self = uv_thread_self();
-  runner = node->runner($).load(rl::mo_relaxed);
-  return self == runner;
+  seen = (*thread)($).load(rl::mo_relaxed);
+  return self == seen;
 }
 
 
@@ -603,31 +603,6 @@ static uvtw__task_t* id_node(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t* w) {
 }
 
 
-static int let_go(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
-  uint64_t n;
-  int err;
-
-  do {
-    n = w - UVTW__W_WRITER;
-    err = UV_ENOENT;
-    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
-        UVTW__STATE(w) <= UVTW__T_RUNNING) {
-      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
-      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
-                                  ? UVTW__T_PENDING
-                                  : UVTW__STATE(w)) |
-          UVTW__W_MOVED;
-    }
-    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
-        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
-      n |= UVTW__W_INQ;
-  } while (!task_cas(node, &w, n));
-  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    queue_push(tasks, node);
-  return err;
-}
-
-
 static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
   uvtw__task_t* node;
   uint64_t w, n;
@@ -639,7 +614,7 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
     if (UVTW__GEN(w) != (id & UVTW__GEN_MASK))
       return UV_ENOENT;
     st = UVTW__STATE(w);
-    if (st == UVTW__T_RUNNING && !own_run(node)) {
+    if (st == UVTW__T_RUNNING && !is_self(&node->runner)) {
       if (task_cas(node, &w, UVTW__WITH_STATE(w, UVTW__T_STOPPING)))
         return UV_EBUSY;
       continue;
@@ -659,14 +634,14 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
   } else if (!(w & UVTW__W_INQ))
     queue_push(tasks, node);
   model_inside(tasks);
-  uvtw__live_end(tasks);
+  live_end(tasks);
   return 0;
 }
 
 
 static int uvtw_reset(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t delay_ms) {
   uvtw__task_t* node;
-  uint64_t deadline, w;
+  uint64_t deadline, w, n;
   int err, closed;
 
   deadline = delay_ms;
@@ -682,7 +657,24 @@ static int uvtw_reset(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t delay_ms) {
       goto out;
   while (!task_cas(node, &w, w + UVTW__W_WRITER));
   node->deadline($).store(deadline, rl::mo_relaxed);
-  err = let_go(tasks, node, w + UVTW__W_WRITER);
+  w += UVTW__W_WRITER;
+  do {
+    n = w - UVTW__W_WRITER;
+    err = UV_ENOENT;
+    if (UVTW__STATE(w) >= UVTW__T_PENDING &&
+        UVTW__STATE(w) <= UVTW__T_RUNNING) {
+      err = UVTW__STATE(w) == UVTW__T_RUNNING ? UV_EBUSY : 0;
+      n = UVTW__WITH_STATE(n, UVTW__STATE(w) == UVTW__T_QUEUED
+                                  ? UVTW__T_PENDING
+                                  : UVTW__STATE(w)) |
+          UVTW__W_MOVED;
+    }
+    if ((n & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN &&
+        (err != UV_ENOENT || !(n & UVTW__W_WRITERS)))
+      n |= UVTW__W_INQ;
+  } while (!task_cas(node, &w, n));
+  if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
+    queue_push(tasks, node);
 out:
   if (!closed)
     model_inside(tasks);
@@ -1044,8 +1036,7 @@ static void run_finals(uvtw__tasks_t* tasks) {
     node->location = UVTW__AT_NONE;
     task_cb(tasks, node, UV_ECANCELED);
     tasks->closed++;
-    uvtw__live_end(tasks);
-    uvtw__task_final_done(node);
+    uvtw__task_final_done(tasks, node);
     release_if_idle(tasks, node);
   }
   uvtw__free_flush(tasks);

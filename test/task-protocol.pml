@@ -360,7 +360,7 @@ inline uvtw_reset(n, idgen, res) {
         dl[n] = d;
         dl_gen[n] = idgen
       }
-      atomic { /* let_go */
+      atomic { /* let go: writers - 1, W_MOVED */
         assert(!close_done);
 #ifndef BROKEN
         writers[n]--;

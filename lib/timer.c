@@ -89,7 +89,7 @@ static int file_new(uvtw_wheel_t* wheel,
 
 /* The same after a quiet spell: the core's time catches up first.  Out of
  * line: inlined, a lazy re-arm takes 61.1 instructions where it takes
- * 55.1, a start 117.8 where it takes 111.7. */
+ * 55.1, a start 116.8 where it takes 110.7. */
 static int __attribute__((noinline))
 file_new_late(uvtw_wheel_t* wheel, uvtw_timer_t* timer, uint64_t deadline) {
   uvtw__core_catch_up(&wheel->core, uvtw__driver_now(&wheel->driver));
@@ -127,7 +127,7 @@ static int start_at(uvtw_wheel_t* wheel,
  * one now running (uvtw__driver_due_start), as a uv_timer_t would; on a
  * precise wheel the deadline counts from uv_hrtime(), rounded up.  Out of
  * line: inlined, a lazy re-arm takes 73.1 instructions where it takes
- * 55.1, a start 129.7 where it takes 111.7. */
+ * 55.1, a start 128.7 where it takes 110.7. */
 static int __attribute__((noinline)) start_special(uvtw_wheel_t* wheel,
                                                    uvtw_timer_t* timer,
                                                    uvtw_timer_cb cb,

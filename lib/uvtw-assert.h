@@ -14,8 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-__attribute__((noreturn, cold, unused)) static void uvtw__abort_at(
-    const char* file, int line, const char* what) {
+__attribute__((noreturn, unused)) static void uvtw__abort_at(const char* file,
+                                                             int line,
+                                                             const char* what) {
   fprintf(stderr, "%s:%d: %s\n", file, line, what);
   fflush(stderr);
   abort();

@@ -6,8 +6,8 @@
  * owns everything else.  A user's timer differs from a task's only by a
  * flag in order_ (UVTW__ORDER_USER): it is counted as an active user
  * timer, and with leeway, its repeat keeps to its grid, where a task's
- * counts from its dispatch.  See core.c for
- * the level table and the invariants.
+ * counts from its dispatch.  See core.c for the level table and the
+ * invariants.
  *
  * This header is the core's interface: the geometry, the types, and a
  * contract for every function; the inline bodies are in core-inl.h. */
@@ -75,9 +75,9 @@ _Static_assert(UVTW__FILE_MAX_LEN < 64, "the wheel must fit in 64 bits");
  * words compares the orders (no two timers share one; 2^56 starts), and a
  * start writes the new order and keeps the flags in one store.  Only a
  * user's timer is counted in the core's `active` (the wheel counts the
- * tasks' apart).  g changes only while
- * the timer is inactive (a task's is the wheel's, fixed): a filed timer's
- * expiry (uvtw__core_expiry) never moves under it. */
+ * tasks' apart).  g changes only while the timer is inactive (a task's is
+ * the wheel's, fixed): a filed timer's expiry (uvtw__core_expiry) never
+ * moves under it. */
 #define UVTW__ORDER_STEP 256
 #define UVTW__ORDER_REF 1
 #define UVTW__ORDER_USER 2

@@ -40,7 +40,12 @@
  *   task_leeway      500 loop-thread tasks on a virtual wheel with
  *                    task_leeway_ms 1000: each runs at the end of its 512 ms
  *                    block, within [deadline, deadline + 511 + 1], at no
- *                    more than 5000 / 512 + 2 distinct clock values. */
+ *                    more than 5000 / 512 + 2 distinct clock values.
+ *   task_repeat      a repeating task with task_leeway_ms runs again
+ *                    repeat_ms after each dispatch, not on its first
+ *                    deadline's grid as a timer does: with a 4-tick block,
+ *                    deadline 10 and repeat 101, runs at 12, 116, 220,
+ *                    where the grid would give 12, 112, 212. */
 
 #include <string.h>
 
@@ -852,6 +857,59 @@ static void task_leeway(void) {
 }
 
 
+/* ---- task_repeat ------------------------------------------------------ */
+
+#define TR_RUNS 3
+
+static uint64_t tr_at[TR_RUNS];
+static int tr_runs;
+
+
+static void tr_cb(void* arg, int status) {
+  (void) arg;
+  if (status == UV_ECANCELED)
+    return; /* its final call, when teardown closes the wheel */
+  ASSERT_EQ(0, status);
+  if (tr_runs < TR_RUNS)
+    tr_at[tr_runs] = uvtw_wheel_now(wheel);
+  tr_runs++;
+}
+
+
+static void task_repeat(void) {
+  uvtw_options_t o;
+  uint64_t start;
+  int r;
+  int k;
+
+  uvtw_options_init(&o);
+  o.virtual_time = 1;
+  o.task_leeway_ms = 3; /* kept: 3 ticks, blocks of 4 */
+  setup_opts(&o);
+  /* To a multiple of 4, the start of a block. */
+  ASSERT_EQ(0, uvtw_wheel_advance(wheel, 4 - uvtw_wheel_now(wheel) % 4));
+  start = uvtw_wheel_now(wheel);
+  ASSERT_UEQ(0, start % 4);
+  tr_runs = 0;
+  r = uvtw_submit(wheel, 10, 101, 0, tr_cb, NULL, NULL);
+  if (r == UV_ENOSYS) {
+    fprintf(stderr, "tasks are not built: skipped\n");
+    teardown();
+    return;
+  }
+  ASSERT_EQ(0, r);
+  while (tr_runs < TR_RUNS)
+    ASSERT_EQ(0, uvtw_wheel_advance(wheel, 1));
+  /* Each run at the end of the block of the previous dispatch + 101. */
+  ASSERT_UEQ(start + 12, tr_at[0]);
+  for (k = 1; k < TR_RUNS; k++)
+    ASSERT_UEQ(run_moment(tr_at[k - 1] + 101, 3, 1), tr_at[k]);
+  ASSERT_UEQ(start + 116, tr_at[1]);
+  ASSERT_UEQ(start + 220, tr_at[2]);
+  teardown();
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(set_get),
@@ -863,6 +921,7 @@ static const test_case_t cases[] = {
   TEST_CASE(repeat_rule_real),
   TEST_CASE(real_loop),
   TEST_CASE(task_leeway),
+  TEST_CASE(task_repeat),
 };
 /* clang-format on */
 

@@ -45,7 +45,8 @@
  *                the CAS publishes it): a cancel that sees RUNNING
  *                (acquire) and its own thread there is inside the task's
  *                callback.
- *      cb, arg, repeat_ms, on_pool   submit, before publishing.
+ *      cb, arg, repeat_ms, on_pool   submit, before publishing (in a node
+ *                it took over, while its claim holds it: rule 4).
  *      free_next whoever pushes the node on the free stack; read by
  *                poppers, whose CAS fails if it left the stack meanwhile.
  *      the rest  the loop's (task.c).
@@ -55,7 +56,11 @@
  *    generation (an id never moves another task of its node), and of a
  *    cancel, a reset, an expiry, a run and close, exactly one wins each
  *    race.  The moves (task.h lists the states), by thread:
- *      submit  (any) FREE -> PENDING | W_INQ, then pushes the node;
+ *      submit  (any) FREE -> PENDING | W_INQ, then pushes the node; or
+ *              takes over a node (rule 4): CANCELLED | W_INQ, no writer,
+ *              no W_TAKEN -> writers + 1 (the claim), then -> the next
+ *              generation's PENDING | W_INQ, pushed again if a take
+ *              cleared W_INQ meanwhile;
  *      cancel  (any) PENDING/QUEUED -> CANCELLED (0); RUNNING -> STOPPING
  *              (UV_EBUSY), or from the task's own callback a repeating
  *              one -> CANCELLED (0), a one-shot stays (UV_ENOENT);
@@ -79,7 +84,8 @@
  *    W_INQ in its CAS if clear, then pushes the node.  So a node is queued
  *    at most once, and the loop frees it only with W_INQ clear and no
  *    writer.  A node not taken in yet has W_INQ: a task cancelled before
- *    take-in stays in the queue, and take-in frees it.
+ *    take-in stays in the queue, and take-in frees it, unless a submit
+ *    takes the node over first.
  *
  * 4. The queue (tasks->head), a stack like Linux's llist: a push is a CAS
  *    of the head (release: the node's fields are visible to the loop); the
@@ -89,6 +95,12 @@
  *    the next push finds it empty, so no entry lacks a wake-up, and no
  *    fence is needed.  Only the loop removes entries, all at once, so a
  *    node never comes back to the top with another `next` (no ABA).
+ *    A submit that finds at the head a node a cancel ended before take-in
+ *    takes it over in place: the newest entry, so as good as a push (a
+ *    push meanwhile was concurrent, hence unordered).  It claims the node
+ *    as a writer, so that a take meanwhile leaves it, writes the task and
+ *    publishes it by one CAS (release).  The loop counts each generation
+ *    it did not see as accepted and cancelled (seen_gen).
  *
  * 5. The free stack (tasks->free_top): a Treiber stack of node indices
  *    with a 35-bit ABA tag in the same 64-bit word (lock-free on i686,
@@ -464,11 +476,6 @@ uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel) {
 }
 
 
-uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks) {
-  return atomic_load_explicit(&tasks->taken_back, memory_order_relaxed);
-}
-
-
 /* ---- The loop thread (rule 7) ----------------------------------------- */
 
 /* Whether *thread (relaxed) is the calling thread. */
@@ -505,6 +512,41 @@ static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
 }
 
 
+/* Rule 4: the queue's newest entry, if a cancel ended it before the loop
+ * took it in, takes the next task in place, as good as a push.  Claims it
+ * as a writer (rule 3), so that the loop leaves it; or NULL. */
+static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint64_t w;
+
+  node = atomic_load_explicit(&tasks->head, memory_order_acquire);
+  if (node == NULL)
+    return NULL;
+  w = uvtw__task_word(node);
+  if ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT)) !=
+          (UVTW__T_CANCELLED | UVTW__W_INQ) ||
+      UVTW__GEN(w) == UVTW__GEN_MASK)
+    return NULL;
+  return task_cas(node, &w, w + UVTW__W_WRITER) ? node : NULL;
+}
+
+
+/* The claimed node's next use: generation gen, PENDING, in the queue;
+ * pushed again if the loop took it in (and left it) meanwhile. */
+static void reuse_publish(uvtw__tasks_t* tasks,
+                          uvtw__task_t* node,
+                          uint64_t gen) {
+  uint64_t w;
+
+  w = atomic_load_explicit(&node->state, memory_order_relaxed);
+  while (!task_cas(node, &w,
+                   gen << UVTW__W_GEN_SHIFT | UVTW__T_PENDING | UVTW__W_INQ))
+    ;
+  if (!(w & UVTW__W_INQ))
+    queue_push(tasks, node);
+}
+
+
 int uvtw_submit(uvtw_wheel_t* wheel,
                 uint64_t delay_ms,
                 uint64_t repeat_ms,
@@ -514,7 +556,8 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_id_t* id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t deadline, g, w;
+  uint64_t deadline, g, w, gen;
+  int reused;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
@@ -535,24 +578,30 @@ int uvtw_submit(uvtw_wheel_t* wheel,
     gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
     return UV_ECANCELED;
   }
-  while ((node = free_pop(tasks)) == NULL)
-    if (grow(tasks) != 0) {
-      gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
-      return UV_ENOMEM;
-    }
+  reused = (node = reuse_claim(tasks)) != NULL;
+  if (!reused)
+    while ((node = free_pop(tasks)) == NULL)
+      if (grow(tasks) != 0) {
+        gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+        return UV_ENOMEM;
+      }
   node->cb = cb;
   node->arg = arg;
   node->repeat_ms = repeat_ms;
   node->on_pool = (flags & UVTW_THREADPOOL) != 0;
   atomic_store_explicit(&node->deadline, deadline, memory_order_relaxed);
   w = atomic_load_explicit(&node->state, memory_order_relaxed);
+  gen = UVTW__GEN(w) + reused;
   if (id != NULL)
-    *id =
-        tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | UVTW__GEN(w);
-  atomic_store_explicit(&node->state,
-                        UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
-                        memory_order_relaxed);
-  queue_push(tasks, node); /* release: publishes all of the above */
+    *id = tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | gen;
+  if (reused) {
+    reuse_publish(tasks, node, gen); /* release: publishes the above */
+  } else {
+    atomic_store_explicit(&node->state,
+                          UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
+                          memory_order_relaxed);
+    queue_push(tasks, node); /* release: publishes all of the above */
+  }
   /* On the loop thread (say before uv_run), hold the loop at once (rule
    * 7); only that thread may uv_ref. */
   if (is_self(&tasks->loop_thread) && !tasks->holds_loop) {
@@ -611,9 +660,7 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     if (task_cas(node, &w, n))
       break;
   }
-  if (!(w & UVTW__W_TAKEN))
-    atomic_fetch_add_explicit(&tasks->taken_back, 1, memory_order_relaxed);
-  else if (!(w & UVTW__W_INQ))
+  if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
     queue_push(tasks, node);
   live_end(tasks); /* release: all of the above happens before */
   return 0;
@@ -698,7 +745,6 @@ int uvtw__tasks_shared_init(uvtw__tasks_t* tasks) {
   atomic_init(&tasks->gate, 0);
   atomic_init(&tasks->head, NULL);
   atomic_init(&tasks->free_top, 0);
-  atomic_init(&tasks->taken_back, 0);
   atomic_init(&tasks->filed, 0);
   atomic_init(&tasks->loop_thread, uv_thread_self());
   tasks->serial =

@@ -122,6 +122,22 @@ static void to_final(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 }
 
 
+/* A node's use the loop sees first: counts it, and each use before it
+ * that a submit took the node over from (rule 4: cancelled unseen). */
+static void take_use(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
+  uint64_t uses;
+
+  uses = UVTW__GEN(w) - node->seen_gen;
+  node->seen_gen = (uint32_t) UVTW__GEN(w);
+  tasks->accepted += uses;
+  tasks->cancelled += uses - (UVTW__STATE(w) == UVTW__T_PENDING);
+  if (UVTW__STATE(w) == UVTW__T_PENDING) {
+    tasks->held++;
+    node->held = 1;
+  }
+}
+
+
 /* One queue entry: a new task, or a node that a cancel, a reset or the
  * last reset writer of an ended task pushed again. */
 static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
@@ -129,11 +145,8 @@ static void take(uvtw_wheel_t* wheel, uvtw__task_t* node) {
 
   /* W_MOVED is applied below; after_work_cb applies it to a pool run. */
   w = uvtw__task_take(node, node->location == UVTW__AT_WORK);
-  if (!(w & UVTW__W_TAKEN) && UVTW__STATE(w) == UVTW__T_PENDING) {
-    wheel->tasks.accepted++;
-    wheel->tasks.held++;
-    node->held = 1;
-  }
+  if (!(w & UVTW__W_TAKEN))
+    take_use(&wheel->tasks, node, w);
   switch (UVTW__STATE(w)) { /* running or closed: dealt with there */
   case UVTW__T_PENDING:
     if (node->location == UVTW__AT_WORK)
@@ -341,16 +354,13 @@ void uvtw__tasks_destroy(uvtw_wheel_t* wheel) {
 
 void uvtw__tasks_stats(const uvtw_wheel_t* wheel, uvtw_stats_t* out) {
   const uvtw__tasks_t* tasks;
-  uint64_t taken_back;
 
   tasks = &wheel->tasks;
-  /* A task cancelled before the loop took it in: its canceller counted. */
-  taken_back = uvtw__tasks_taken_back(tasks);
   out->tasks_live = uvtw__tasks_live(wheel);
   out->async_wakeups = tasks->async_wakeups;
-  out->tasks_accepted = tasks->accepted + taken_back;
+  out->tasks_accepted = tasks->accepted;
   out->tasks_run = tasks->run;
-  out->tasks_cancelled = tasks->cancelled + taken_back;
+  out->tasks_cancelled = tasks->cancelled;
   out->tasks_closed = tasks->closed;
   out->queue_high_water = tasks->high_water;
 }

@@ -86,8 +86,9 @@ struct uvtw__task_s {
   uint64_t repeat_ms;
   uint8_t on_pool; /* UVTW_THREADPOOL */
   /* The loop's. */
-  uint8_t location; /* AT_* */
-  uint8_t held;     /* accepted by the loop; counted in `held` */
+  uint8_t location;  /* AT_* */
+  uint8_t held;      /* accepted by the loop; counted in `held` */
+  uint32_t seen_gen; /* the latest generation the loop took in */
   uvtw_timer_t timer;
   uvtw__work_t* work; /* while on the threadpool */
 };
@@ -117,7 +118,6 @@ typedef struct uvtw__tasks_s {
    * head and the free stack, which the loop writes too. */
   char pad0_[64];
   _Atomic uint64_t gate;
-  _Atomic uint64_t taken_back; /* cancelled before the loop took them in */
   char pad1_[64];
   uvtw__task_t* _Atomic head; /* the queue, newest first */
   char pad2_[64];
@@ -209,7 +209,6 @@ void uvtw__free_flush(uvtw__tasks_t* tasks);
  * tasks (one load of the gate). */
 void uvtw__tasks_count_filed(uvtw__tasks_t* tasks, int delta);
 uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
-uint64_t uvtw__tasks_taken_back(const uvtw__tasks_t* tasks);
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);
 void uvtw__loop_thread_seen(uvtw__tasks_t* tasks); /* rule 7 */
 int uvtw__tasks_shared_init(uvtw__tasks_t* tasks);

@@ -25,12 +25,18 @@
  *   submit-cancel-reset: producer 1 submits a repeating task, resets it and
  *     submits a one-shot; producer 2 gets the first id through a relaxed
  *     atomic, cancels and resets it, and submits a one-shot, which may
- *     reuse the first task's node (a stale id then names a later task);
- *     the loop takes in, fires, runs and frees; once both producers are
- *     done and the loop finds no wake-up, it closes the wheel;
+ *     reuse the first task's node (a stale id then names a later task):
+ *     popped from the free stack, or, if the cancel came before take-in,
+ *     taken over at the queue's head by either producer's one-shot
+ *     (reuse_claim, reuse_publish; pushed again if the loop took the node
+ *     in between claim and publish); the loop takes in, fires, runs and
+ *     frees; once both producers are done and the loop finds no wake-up,
+ *     it closes the wheel;
  *   close-races: max_tasks 2 (the bounded gate); producer 1 submits two
  *     tasks, producer 2 cancels and resets the first; the loop closes the
- *     wheel right after its first look at the queue;
+ *     wheel right after its first look at the queue (so early that the
+ *     second submit rarely finds the first task's entry to take over: the
+ *     first scenario covers the takeover);
  *   pool-cancel: producer 1 submits a repeating UVTW_THREADPOOL task and
  *     resets it, producer 2 cancels it; the loop hands it to the
  *     threadpool thread, whose run cancels its own task on its second run;
@@ -49,19 +55,27 @@
  * wake-up (once the producers are done and the loop finds no wake-up
  * pending, the queue is empty); the loop applies a reset's deadline, not
  * an older one, and a node's next task never sees a deadline stored for
- * an earlier one; close finishes, after every call that it must wait for
- * (wheel_mem), and leaves every node on the free stack exactly once; and
- * Relacy's own checks: data races on plain data, reads of uninitialised
- * atomics, leaks.  (The nodes are type-stable, never freed, so Relacy's
- * checks of freed memory have nothing to see: wheel_mem stands for what
- * the close callback frees.)
+ * an earlier one; a node a submit claimed is neither freed nor filed
+ * while claimed, its entry is queued (or in the loop's inbox) when
+ * claimed, the publish moves the word from the claim alone (one writer,
+ * CANCELLED, the previous generation), and a publish that finds W_INQ set
+ * leaves an entry the loop has yet to take in (the task is not lost); the
+ * stats' accepted and cancelled counts (the loop's, by generation: no
+ * shared count) are exact after close; close finishes, after every call
+ * that it must wait for (wheel_mem), and leaves every node on the free
+ * stack exactly once; and Relacy's own checks: data races on plain
+ * data, reads of uninitialised atomics, leaks.  (The nodes are
+ * type-stable, never freed, so Relacy's checks of freed memory have
+ * nothing to see: wheel_mem stands for what the close callback frees.)
  *
  * Not modelled: the table's growth (grow(), under grow_lock: the model's
  * nodes are linked on the free stack before the threads start, as grow
  * leaves them, and a submit that finds none fails with UV_ENOMEM);
  * deadlines and the wheel's time (SPIN's model checks that no run is
  * early); the loop-thread test of a submit (rule 7: it only references
- * the async handle) and the counters read for stats.
+ * the async handle); the shared counts read for stats (live, filed); the
+ * retirement of a node at the last generation (the model's generations
+ * stay small: reuse_claim's test of it is there, never true).
  *
  * The broken twin (-DUVTW_RELACY_BROKEN) weakens the acquire of the
  * loop's exchange in uvtw__queue_take to relaxed.  A submit publishes the
@@ -96,7 +110,6 @@
  * not modelled: uvtw__tasks_count_filed (relaxed relaxed): a loop-only
  *   count for stats
  * not modelled: uvtw__tasks_filed (relaxed): a count for stats
- * not modelled: uvtw__tasks_taken_back (relaxed): a count for stats
  * not modelled: uvtw__loop_thread_seen (relaxed): rule 7, liveness only
  * not modelled: deadline_in (relaxed): the clock, not modelled
  * not modelled: uvtw__tasks_may_be_busy (relaxed): the loop's hint
@@ -175,15 +188,15 @@ struct uvtw__task_t {
   /* The loop's. */
   int location;
   int held;
-  int filed;        /* in the wheel's core (timer.link_.next != NULL) */
-  int timer_repeat; /* timer.repeat_ */
-  int fires;        /* the model's bound on a task's passes */
+  uint64_t seen_gen; /* the latest generation the loop took in */
+  int filed;         /* in the wheel's core (timer.link_.next != NULL) */
+  int timer_repeat;  /* timer.repeat_ */
+  int fires;         /* the model's bound on a task's passes */
   uvtw__work_t work;
 };
 
 struct uvtw__tasks_t {
   rl::atomic<uint64_t> gate;
-  rl::atomic<uint64_t> taken_back;
   rl::atomic<uvtw__task_t*> head;
   rl::atomic<uint64_t> free_top;
   size_t max_tasks;
@@ -214,6 +227,9 @@ struct ghost_t {
   uvtw_id_t ids[NTASKS];
   int in_queue[NNODES]; /* pushes not taken in, per node */
   int queued;           /* the same, in all */
+  int in_inbox[NNODES]; /* in the loop's inbox */
+  int claimed[NNODES];  /* a submit's claim holds the node (reuse_claim) */
+  int cancels;          /* cancels that returned 0 or UV_EBUSY */
   int producers_done;
   int producers;
   int loop_done;
@@ -238,7 +254,9 @@ enum {
   SEEN_UV_CANCELED = 1 << 10,
   SEEN_OWN_CANCEL_0 = 1 << 11,
   SEEN_BEFORE_TAKE_IN = 1 << 12, /* a cancel before the loop took it in */
-  SEEN_MOVED = 1 << 13           /* the loop applied a reset's deadline */
+  SEEN_MOVED = 1 << 13,          /* the loop applied a reset's deadline */
+  SEEN_TAKEOVER = 1 << 14,       /* a submit took over a cancelled entry */
+  SEEN_TAKEOVER_PUSHED = 1 << 15 /* ... taken in meanwhile: pushed again */
 };
 static const char* const seen_names[] = {"cancel 0",
                                          "cancel UV_EBUSY",
@@ -253,7 +271,9 @@ static const char* const seen_names[] = {"cancel 0",
                                          "uv_cancel'ed run",
                                          "own cancel 0",
                                          "cancel before take-in",
-                                         "reset applied"};
+                                         "reset applied",
+                                         "takeover",
+                                         "takeover pushed again"};
 static unsigned seen_all; /* over all iterations */
 
 static int uv_thread_self() {
@@ -344,6 +364,7 @@ static void uvtw__queue_take(uvtw__tasks_t* tasks) {
   for (; node != NULL; node = next) {
     ghost->in_queue[node->index]--;
     ghost->queued--;
+    ghost->in_inbox[node->index] = 1;
     next = node->next($).load(rl::mo_relaxed);
     node->next($).store(tasks->inbox, rl::mo_relaxed);
     tasks->inbox = node;
@@ -402,6 +423,7 @@ static uvtw__task_t* free_pop(uvtw__tasks_t* tasks) {
 static void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node) {
   uint64_t gen;
 
+  RL_ASSERT(!ghost->claimed[node->index]); /* a claim holds it */
   gen = UVTW__GEN(node->state($).load(rl::mo_relaxed)) + 1;
   if (gen > UVTW__GEN_MASK)
     return;
@@ -545,6 +567,56 @@ static int is_self(rl::atomic<int>* thread) {
 
 /* ---- The calls -------------------------------------------------------- */
 
+/* The queue's newest entry, if a cancel ended it before the loop took it
+ * in, takes the next task in place; claimed as a writer, or NULL. */
+static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
+  uvtw__task_t* node;
+  uint64_t w;
+
+  node = tasks->head($).load(rl::mo_acquire);
+  if (node == NULL)
+    return NULL;
+  w = uvtw__task_word(node);
+  if ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT)) !=
+          (UVTW__T_CANCELLED | UVTW__W_INQ) ||
+      UVTW__GEN(w) == UVTW__GEN_MASK)
+    return NULL;
+  if (!task_cas(node, &w, w + UVTW__W_WRITER))
+    return NULL;
+  /* The entry is in the queue or the loop's inbox, not taken yet. */
+  RL_ASSERT(ghost->in_queue[node->index] || ghost->in_inbox[node->index]);
+  ghost->claimed[node->index] = 1;
+  ghost->seen |= SEEN_TAKEOVER;
+  return node;
+}
+
+
+/* The claimed node's next use: generation gen, PENDING, in the queue;
+ * pushed again if the loop took it in (and left it) meanwhile. */
+static void reuse_publish(uvtw__tasks_t* tasks,
+                          uvtw__task_t* node,
+                          uint64_t gen) {
+  uint64_t w;
+
+  w = node->state($).load(rl::mo_relaxed);
+  while (!task_cas(node, &w,
+                   gen << UVTW__W_GEN_SHIFT | UVTW__T_PENDING | UVTW__W_INQ))
+    ;
+  /* From the claim (the loop's take may have cleared W_INQ): nothing
+   * else moved the word. */
+  RL_ASSERT(UVTW__STATE(w) == UVTW__T_CANCELLED &&
+            (w & UVTW__W_WRITERS) == UVTW__W_WRITER && UVTW__GEN(w) + 1 == gen);
+  ghost->claimed[node->index] = 0;
+  if (!(w & UVTW__W_INQ)) {
+    ghost->seen |= SEEN_TAKEOVER_PUSHED;
+    queue_push(tasks, node);
+  } else {
+    /* Not lost: the loop takes the entry in yet. */
+    RL_ASSERT(ghost->in_queue[node->index] || ghost->in_inbox[node->index]);
+  }
+}
+
+
 static int uvtw_submit(uvtw__tasks_t* tasks,
                        uint64_t delay_ms,
                        uint64_t repeat_ms,
@@ -552,7 +624,8 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
                        int arg,
                        uvtw_id_t* id) {
   uvtw__task_t* node;
-  uint64_t deadline, g, w;
+  uint64_t deadline, g, w, gen;
+  int reused;
 
   deadline = delay_ms;
   if (tasks->max_tasks != 0) {
@@ -568,7 +641,8 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
     gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
     return UV_ECANCELED;
   }
-  if ((node = free_pop(tasks)) == NULL) {
+  reused = (node = reuse_claim(tasks)) != NULL;
+  if (!reused && (node = free_pop(tasks)) == NULL) {
     gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
     return UV_ENOMEM;
   }
@@ -578,10 +652,15 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
   node->on_pool($) = (flags & UVTW_THREADPOOL) != 0;
   node->deadline($).store(deadline, rl::mo_relaxed);
   w = node->state($).load(rl::mo_relaxed);
-  *id = tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | UVTW__GEN(w);
-  node->state($).store(UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
-                       rl::mo_relaxed);
-  queue_push(tasks, node);
+  gen = UVTW__GEN(w) + reused;
+  *id = tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | gen;
+  if (reused) {
+    reuse_publish(tasks, node, gen);
+  } else {
+    node->state($).store(UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
+                         rl::mo_relaxed);
+    queue_push(tasks, node);
+  }
   ghost->accepted[arg] = 1;
   ghost->ids[arg] = *id;
   model_inside(tasks);
@@ -628,10 +707,9 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
     if (task_cas(node, &w, n))
       break;
   }
-  if (!(w & UVTW__W_TAKEN)) {
+  if (!(w & UVTW__W_TAKEN))
     ghost->seen |= SEEN_BEFORE_TAKE_IN;
-    tasks->taken_back($).fetch_add(1, rl::mo_relaxed);
-  } else if (!(w & UVTW__W_INQ))
+  if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
     queue_push(tasks, node);
   model_inside(tasks);
   live_end(tasks);
@@ -750,8 +828,10 @@ static int model_work_returned(uvtw__work_t* work, int* status) {
 
 /* A cancel's result, for the properties: 0 and UV_EBUSY end the task. */
 static int ghost_cancelled(int t, int err) {
-  if (err == 0 || err == UV_EBUSY)
+  if (err == 0 || err == UV_EBUSY) {
     ghost->ends[t]++;
+    ghost->cancels++;
+  }
   if (err == 0)
     ghost->cancelled0[t] = 1;
   ghost->seen |= err == 0          ? SEEN_CANCEL_0
@@ -825,6 +905,7 @@ static uint64_t new_deadline(uvtw__task_t* node) {
 
 static void file_at(uvtw__task_t* node, uint64_t deadline) {
   (void) deadline;
+  RL_ASSERT(!ghost->claimed[node->index]);
   unfile(node);
   node->filed = 1;
   node->location = UVTW__AT_WHEEL;
@@ -861,16 +942,31 @@ static void to_final(uvtw__tasks_t* tasks, uvtw__task_t* node) {
 }
 
 
-static void take(uvtw__tasks_t* tasks, uvtw__task_t* node) {
-  uint64_t w;
+/* A node's use the loop sees first, and each use before it that a submit
+ * took the node over from (cancelled unseen). */
+static void take_use(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
+  uint64_t uses;
 
-  w = uvtw__task_take(node, node->location == UVTW__AT_WORK);
-  if (!(w & UVTW__W_TAKEN) && UVTW__STATE(w) == UVTW__T_PENDING) {
-    tasks->accepted++;
+  uses = UVTW__GEN(w) - node->seen_gen;
+  RL_ASSERT(uses >= 1);
+  node->seen_gen = UVTW__GEN(w);
+  tasks->accepted += uses;
+  tasks->cancelled += uses - (UVTW__STATE(w) == UVTW__T_PENDING);
+  if (UVTW__STATE(w) == UVTW__T_PENDING) {
     tasks->held++;
     node->held = 1;
     node->fires = 0;
   }
+}
+
+
+static void take(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+  uint64_t w;
+
+  w = uvtw__task_take(node, node->location == UVTW__AT_WORK);
+  ghost->in_inbox[node->index] = 0; /* W_INQ clear: the entry is done */
+  if (!(w & UVTW__W_TAKEN))
+    take_use(tasks, node, w);
   switch (UVTW__STATE(w)) {
   case UVTW__T_PENDING:
     if (node->location == UVTW__AT_WORK)
@@ -1190,7 +1286,6 @@ static void model_init(uvtw__tasks_t* tasks, size_t max_tasks) {
   int i;
 
   tasks->gate($).store(0, rl::mo_relaxed);
-  tasks->taken_back($).store(0, rl::mo_relaxed);
   tasks->head($).store(NULL, rl::mo_relaxed);
   tasks->async_pending($).store(0, rl::mo_relaxed);
   tasks->id_chan($).store(0, rl::mo_relaxed);
@@ -1306,6 +1401,11 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
     RL_ASSERT(g.queued == 0);
     for (t = 1; t < NTASKS; t++)
       RL_ASSERT(g.ends[t] == g.accepted[t]); /* exactly once, or never */
+    /* The stats: every task accepted, taken over or not, and every cancel
+     * that returned 0 or UV_EBUSY, counted once. */
+    RL_ASSERT(tasks.accepted ==
+              (uint64_t) (g.accepted[1] + g.accepted[2] + g.accepted[3]));
+    RL_ASSERT(tasks.cancelled == (uint64_t) g.cancels);
     model_free_stack_whole(&tasks);
   }
 };
@@ -1411,7 +1511,8 @@ int main(int argc, char** argv) {
         s, rl::sched_random, n,
         SEEN_CANCEL_0 | SEEN_CANCEL_ENOENT | SEEN_RESET_0 | SEEN_RESET_ENOENT |
             SEEN_NODE_REUSED | SEEN_RUN | SEEN_FINAL_CALL |
-            SEEN_BEFORE_TAKE_IN | SEEN_MOVED);
+            SEEN_BEFORE_TAKE_IN | SEEN_MOVED | SEEN_TAKEOVER |
+            SEEN_TAKEOVER_PUSHED);
   if (strcmp(s, "close-races") == 0)
     return run<protocol<CLOSE_RACES, 3> >(
         s, rl::sched_random, n,

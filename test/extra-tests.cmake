@@ -214,15 +214,16 @@ if(UVTW_TASKS)
 endif()
 
 # The task protocol's Promela model (test/task-protocol.pml) is checked
-# exhaustively by SPIN in each of its configurations, and its broken twin
-# (-DBROKEN) must yield a counterexample.  Host tools only: spin and a C
-# compiler for pan.c.
+# exhaustively by SPIN in each of its configurations, and each of its
+# broken twins (-DBROKEN, -DBROKEN_PUBLISH) must yield a counterexample.
+# Host tools only: spin and a C compiler for pan.c.
 find_program(UVTW_SPIN spin)
 if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
   foreach(config task-protocol:pass:
                  task-protocol-nodes:pass:-DNODES
                  task-protocol-resetters:pass:-DRESETTERS
-                 task-protocol-broken:fail:-DBROKEN)
+                 task-protocol-broken:fail:-DBROKEN
+                 task-protocol-broken-publish:fail:-DBROKEN_PUBLISH)
     string(REPLACE ":" ";" parts ${config})
     list(GET parts 0 name)
     list(GET parts 1 expect)

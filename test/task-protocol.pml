@@ -1,38 +1,59 @@
 /* SPDX-License-Identifier: MIT */
 /* The cross-thread task protocol of lib/task-shared.c (its rules 1-5 and
  * the verbs task.c calls), for SPIN.  Steps carry the code's names.  Two
- * nodes of the table; the queue is the stack of nodes pushed (up to both)
- * and the inbox the loop took in; the free stack is a Treiber stack of
- * node indices with its ABA tag, popped by every submit and pushed by the
- * loop.  Each read-modify-write of the code is one atomic step, and so is
- * each CAS retry loop at its successful CAS where what it computes depends
- * on the word only; with two poppers (NODES: producer1 and the loop) the
- * free stack's pop and push are three steps each (load the top, read or
- * write free_next, CAS top and tag).
+ * nodes of the table; the queue is the stack of nodes pushed (up to both,
+ * its head the newest) and the inbox the loop took in; the free stack is
+ * a Treiber stack of node indices with its ABA tag, popped by every
+ * submit and pushed by the loop.  Each read-modify-write of the code is
+ * one atomic step, and so is each CAS retry loop at its successful CAS
+ * where what it computes depends on the word only; with two poppers
+ * (NODES: producer1 and the loop) the free stack's pop and push are three
+ * steps each (load the top, read or write free_next, CAS top and tag).
  *
- * Two configurations (spin -D), each checked exhaustively by the suite:
- *   NODES (default)  producer1 submits task A, may cancel it, then submits
- *           task B (on a wheel with max_tasks 0, or 1 and then the loop
- *           submits nothing: UV_ENOSPC); producer2
- *           holds A's id and resets it, then resets or cancels it, also
- *           after A ended and its node was reused (a stale id); the loop
- *           submits task C itself at any moment (a submit on the loop
- *           thread), takes the queue in, fires timers (time moves by
- *           steps of the loop), runs loop tasks or hands them to
- *           pool_thread, and closes the wheel at any moment; a run's
- *           callback may cancel its own task.
+ * Every submit first tries to take over the queue head's node (rule 4):
+ * reuse_claim loads the head, then claims the node by one CAS (writers
+ * + 1) if its word is CANCELLED | W_INQ alone; the submit writes the task
+ * while the claim holds the node, and reuse_publish moves the word, from
+ * whatever the loop's take made of it meanwhile, to the next generation's
+ * PENDING | W_INQ, pushing the node again if the take cleared W_INQ.  A
+ * submit that claims nothing pops the free stack.  The loop counts a use
+ * it takes in by generation (take_use: node->seen_gen), each generation
+ * it never saw as accepted and cancelled.
+ *
+ * Three configurations (spin -D), each checked exhaustively by the suite:
+ *   (default)  producer1 submits task A, may cancel it, then submits task
+ *           B (on a wheel with max_tasks 0, or 1 and then the loop
+ *           submits nothing: UV_ENOSPC), which takes A's node over if A
+ *           was cancelled before take-in and its entry heads the queue;
+ *           producer2 holds A's id and resets it, then cancels it (B may
+ *           take over after that cancel too), also after A ended and its
+ *           node was reused (a stale id); the loop takes the queue in,
+ *           fires timers (time moves by steps of the loop), runs loop
+ *           tasks or hands them to pool_thread, and closes the wheel at
+ *           any moment; a run's callback may cancel its own task.
+ *   NODES  no producer2; the free stack in three steps a side; the loop
+ *           also submits task C itself at any moment (a submit on the loop
+ *           thread, which may take over A's node as well; its claim and
+ *           publish are one thread's, so no take comes between them).
  *   RESETTERS  two resetters: producer1 submits A and may cancel it;
- *           producer2 as above; producer3 resets A once more, racing
- *           producer2's resets; no task B or C.
+ *           producer2 resets A, then resets or cancels it; producer3
+ *           resets A once more, racing producer2's resets; no task B or C
+ *           (so no takeover: this one checks resets and the counts).
  * The loop pushes each freed node at once (the code chains them and
  * pushes the chain after the batch: the same CAS, later).  Wake-ups
  * (uv_async_send) and the loop's references are not modelled: they are
- * rule 4's argument and test-task-liveness's.
+ * rule 4's argument and test-task-liveness's.  Nor is the retirement of
+ * a node at the last generation (generations stay small here), nor the
+ * memory orders (test/task-protocol-relacy.cpp): the head a submit loads
+ * is the current one.
  *
  * Properties (assertions):
  *   - every accepted task ends exactly once: a run of a one-shot, a cancel
  *     that returned 0 or UV_EBUSY, or its final call (checked when all
  *     processes are done);
+ *   - no task is lost: once the producers are done and nothing is inside
+ *     a call, in the queue, on the pool or the final list, none is live
+ *     (close would wait for it forever, a cycle a safety search misses);
  *   - no run starts after a cancel returned 0, and none before the
  *     deadline of a reset that returned 0 (or UV_EBUSY: the next run);
  *   - an id never moves another task: a reset's deadline store hits the
@@ -40,19 +61,27 @@
  *     wrote; a node is in the queue at most once;
  *   - the free stack hands out only free nodes (the tag makes a stale CAS
  *     fail), and a node is freed only once nothing refers to it;
+ *   - a claimed node: its entry is queued (stack or inbox) when claimed;
+ *     the loop neither frees nor files it while claimed; the publish finds
+ *     the claim alone (one writer, CANCELLED, the previous generation),
+ *     and, with W_INQ still set, the entry still queued;
  *   - close does not finish while a call is inside or a task is live, no
  *     call writes the wheel's shared state after it, and a submit racing
  *     close returns UV_ECANCELED or its task gets its final call;
- *   - the stats count every cancel that returned 0 or UV_EBUSY once;
+ *   - the stats count every cancel that returned 0 or UV_EBUSY once, and
+ *     every accepted task once (taken over or not);
  *   - after a cancel returned 0, the same thread's submit is not refused
  *     with UV_ENOSPC on a wheel with max_tasks 1.
  *
- * The broken twin (-DBROKEN, the suite's spin-task-protocol-broken) lets
- * uvtw_reset check the task's generation and store its deadline without
- * holding the node as a writer (no writers + 1 around the store), so the
- * loop may free the node and a new task take it between the check and the
- * store: a stale id moves another task.  SPIN must report the violated
- * assertion. */
+ * The broken twins must each yield a counterexample.  -DBROKEN (the
+ * suite's spin-task-protocol-broken) lets uvtw_reset check the task's
+ * generation and store its deadline without holding the node as a writer
+ * (no writers + 1 around the store), so the loop may free the node and a
+ * new task take it between the check and the store: a stale id moves
+ * another task.  -DBROKEN_PUBLISH (spin-task-protocol-broken-publish)
+ * leaves out reuse_publish's push again: when the loop took the claimed
+ * node in between claim and publish, the new task is in no queue, and the
+ * "no task is lost" assertion fails. */
 
 #define FREE 0
 #define PENDING 1
@@ -108,6 +137,7 @@ byte g_live;
 /* The queue: nodes in the stack, and those the loop took in. */
 bool instack[NN];
 bool inbox[NN];
+byte qhead; /* tasks->head: the newest node in the stack (index + 1), 0 empty */
 /* The free stack: top (index + 1, 0 empty), its tag, the links. */
 byte top_link;
 byte top_tag;
@@ -119,11 +149,14 @@ byte now;
 byte wq[NN];
 bool close_done;
 byte pdone;
-bool held[NN]; /* node->held: accepted by the loop, not freed */
-byte counted;  /* cancels counted: taken_back, the loop's cancelled */
+bool held[NN];     /* node->held: accepted by the loop, not freed */
+byte seen_gen[NN]; /* node->seen_gen: the latest generation taken in */
+byte counted;      /* the loop's tasks->cancelled */
+byte acc_counted;  /* the loop's tasks->accepted */
 /* For the properties. */
 byte ends[8];
 bool accepted[8];
+bool claimed[NN]; /* a submit's claim holds the node (reuse_claim) */
 bool cancelled0[8];
 byte promised[8];
 byte a_node; /* task A's id, once producer1 has it (a_known) */
@@ -144,7 +177,8 @@ inline push(n) {
   atomic {
     assert(!close_done);
     assert(!instack[n] && !inbox[n]); /* at most once in the queue */
-    instack[n] = 1
+    instack[n] = 1;
+    qhead = n + 1
   }
 }
 
@@ -245,6 +279,60 @@ inline free_push(n) {
 }
 #endif
 
+/* reuse_claim: the queue's head (acquire), then one CAS of its word that
+ * adds a writer if the word is CANCELLED | W_INQ alone (any generation).
+ * The code loads the word, checks it and CASes from it: a word that passed
+ * the check never comes back once it changed (the claim adds a writer, a
+ * take sets W_TAKEN until the node is freed into a later generation), so
+ * the check and the CAS are one step here, and a check that failed on an
+ * earlier word is the same step taken earlier. */
+inline reuse_claim(n, reused) {
+  hn = qhead;
+  atomic {
+    if
+    :: hn != 0 && st[hn - 1] == CANCELLED && inq[hn - 1] && !taken[hn - 1] &&
+       !moved[hn - 1] && writers[hn - 1] == 0 ->
+      n = hn - 1;
+      assert(instack[n] || inbox[n]); /* the entry is queued */
+      writers[n]++;
+      claimed[n] = 1;
+      reused = 1
+    :: else -> reused = 0
+    fi;
+    hn = 0
+  }
+}
+
+/* reuse_publish: one CAS (the retry loop at its successful CAS) from the
+ * word now (the claim, or the loop's take of it: W_INQ clear, W_TAKEN) to
+ * the next generation's PENDING | W_INQ, writers 0; pushed again if the
+ * loop took the node in meanwhile. */
+inline reuse_publish(n, mygen) {
+  atomic {
+    assert(!close_done);
+    assert(claimed[n] && writers[n] == 1 && st[n] == CANCELLED &&
+           gen[n] + 1 == mygen);
+    /* W_INQ: the node is still in the stack or the loop's inbox. */
+    assert(!inq[n] || instack[n] || inbox[n]);
+    mypush = !inq[n];
+    gen[n] = mygen;
+    st[n] = PENDING;
+    inq[n] = 1;
+    taken[n] = 0;
+    moved[n] = 0;
+    writers[n] = 0;
+    claimed[n] = 0;
+    accepted[TK(n, mygen)] = 1
+  }
+  if
+#ifndef BROKEN_PUBLISH
+  :: mypush -> push(n)
+#endif
+  :: else
+  fi;
+  mypush = 0
+}
+
 /* capped: on a wheel with max_tasks 1, gate_enter_bounded's CAS; else
  * (max_tasks 0) a fetch_add, undone if close has begun. */
 inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
@@ -270,25 +358,44 @@ inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
   fi;
   if
   :: res == OK ->
-    free_pop(n, res);
+    reuse_claim(n, reused);
+    if
+    :: !reused -> free_pop(n, res)
+    :: else
+    fi;
     if
     :: res == ENOMEM -> gate_leave(1)
     :: else ->
-      d_step { /* the owner's stores, then publish */
+      d_step { /* the owner's stores (in a claimed node: its claim holds) */
         assert(!close_done);
-        assert(st[n] == FREE && !instack[n] && !inbox[n] && writers[n] == 0);
+        if
+        :: reused ->
+          assert(claimed[n] && writers[n] == 1 && st[n] == CANCELLED);
+          mygen = gen[n] + 1
+        :: else ->
+          assert(st[n] == FREE && !instack[n] && !inbox[n] &&
+                 writers[n] == 0);
+          mygen = gen[n]
+        fi;
         pool[n] = is_pool;
         repeating[n] = is_rep;
         dl[n] = CAP(now + 1);
-        dl_gen[n] = gen[n];
-        st[n] = PENDING;
-        inq[n] = 1;
-        taken[n] = 0;
-        moved[n] = 0;
-        mygen = gen[n];
-        accepted[TK(n, mygen)] = 1
+        dl_gen[n] = mygen;
+        if
+        :: !reused -> /* the plain store, then publish by the push */
+          st[n] = PENDING;
+          inq[n] = 1;
+          taken[n] = 0;
+          moved[n] = 0;
+          accepted[TK(n, mygen)] = 1
+        :: else
+        fi
       }
-      push(n);
+      if
+      :: reused -> reuse_publish(n, mygen)
+      :: else -> push(n)
+      fi;
+      reused = 0;
       gate_leave(0)
     fi
   :: else
@@ -309,10 +416,6 @@ inline uvtw_cancel(n, idgen, res, cur) {
       cancels++;
       cancelled0[TK(n, idgen)] = 1;
       end_task(TK(n, idgen));
-      if
-      :: !taken[n] -> counted++ /* taken_back */
-      :: else
-      fi;
       if
       :: taken[n] && !inq[n] -> inq[n] = 1; mypush = 1
       :: else
@@ -412,6 +515,8 @@ proctype producer1() {
   bool is_pool;
   bool is_rep;
   bool c_ok;
+  byte hn;
+  bool reused;
 
   if
   :: is_pool = 0
@@ -486,10 +591,11 @@ inline release_if_idle(n) {
   :: loc[n] == AT_NONE && !inq[n] && writers[n] == 0 &&
      (st[n] == CANCELLED || st[n] == DONE) ->
     atomic { /* uvtw__node_free's plain store: nobody can move it */
+      assert(!claimed[n]);
       assert(!inq[n] && writers[n] == 0 &&
              (st[n] == CANCELLED || st[n] == DONE));
       if
-      :: held[n] && st[n] == CANCELLED -> counted++ /* a cancel counted it not */
+      :: held[n] && st[n] == CANCELLED -> counted++
       :: else
       fi;
       held[n] = 0;
@@ -518,6 +624,7 @@ inline to_final(n) {
 }
 
 inline file_at_deadline(n) {
+  assert(!claimed[n]);
   assert(dl_gen[n] == gen[n]);
   fdl[n] = dl[n];
   loc[n] = AT_WHEEL
@@ -538,7 +645,12 @@ inline take(n) {
     :: else
     fi;
     if
-    :: !w_taken && w_st == PENDING -> held[n] = 1
+    :: !w_taken -> /* take_use: this use, and each one taken over */
+      assert(gen[n] > seen_gen[n]);
+      acc_counted = acc_counted + gen[n] - seen_gen[n];
+      counted = counted + gen[n] - seen_gen[n] - (w_st == PENDING);
+      seen_gen[n] = gen[n];
+      held[n] = (w_st == PENDING)
     :: else
     fi
   }
@@ -662,6 +774,10 @@ inline run_finals(n) {
 }
 
 inline close_step() {
+  /* No task is lost: once the producers are done and nothing is inside a
+   * call, in the queue, on the pool or the final list, none is live. */
+  assert(pdone < PRODUCERS || g_calls > 0 || instack[0] || instack[1] ||
+         wq[0] != W_NONE || wq[1] != W_NONE || g_live == 0);
   atomic {
     if
     :: wq[0] == W_QUEUED -> wq[0] = W_UV_CANCELED /* uv_cancel */
@@ -749,6 +865,8 @@ proctype loop() {
   byte cn;
   byte cg;
   bool c_tried;
+  byte hn;
+  bool reused;
 
   do
   :: atomic {
@@ -756,7 +874,8 @@ proctype loop() {
       inbox[0] = instack[0]; /* uvtw__queue_take: the whole stack */
       inbox[1] = instack[1];
       instack[0] = 0;
-      instack[1] = 0
+      instack[1] = 0;
+      qhead = 0
     }
   :: inbox[0] -> take(0)
   :: inbox[1] -> take(1)
@@ -782,8 +901,11 @@ proctype loop() {
   assert(ends[1] == accepted[1] && ends[2] == accepted[2] &&
          ends[3] == accepted[3] && ends[5] == accepted[5] &&
          ends[6] == accepted[6] && ends[7] == accepted[7]);
-  /* tasks_cancelled counts every cancel that returned 0 or UV_EBUSY. */
+  /* tasks_cancelled counts every cancel that returned 0 or UV_EBUSY, and
+   * tasks_accepted every task accepted, taken over or not. */
   assert(counted == cancels);
+  assert(acc_counted == accepted[1] + accepted[2] + accepted[3] +
+                        accepted[5] + accepted[6] + accepted[7]);
   assert(g_live == 0 && g_calls == 0)
 }
 

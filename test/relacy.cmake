@@ -65,7 +65,8 @@ target_compile_definitions(task-protocol-relacy-broken PRIVATE
 set(UVTW_RELACY_ITERATIONS 100000 CACHE STRING
     "Iterations of each Relacy scenario")
 add_test(NAME relacy-litmus COMMAND task-protocol-relacy litmus)
-foreach(scenario submit-cancel-reset close-races pool-cancel pool-close)
+foreach(scenario submit-cancel-reset close-races pool-cancel pool-close
+                 takeover)
   add_test(NAME relacy-task-protocol/${scenario}
            COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/relacy-check.sh
                    $<TARGET_FILE:task-protocol-relacy> ${scenario}

@@ -42,7 +42,12 @@
  *     threadpool thread, whose run cancels its own task on its second run;
  *   pool-close: producer 1 submits a repeating UVTW_THREADPOOL task and
  *     resets it, producer 2 resets it; the loop closes the wheel once they
- *     are done, racing the pool run (queued work is uv_cancel'ed).
+ *     are done, racing the pool run (queued work is uv_cancel'ed);
+ *   takeover: producer 1 submits a one-shot and cancels it, twice;
+ *     producer 2 submits a one-shot; each submit may take over the node of
+ *     a task cancelled before take-in (producers racing for one node, a
+ *     node taken over twice before the loop sees it: three uses counted
+ *     at once); the loop closes once they are done.
  * Random search: each iteration is one schedule, seeded by its number, so
  * a run is reproducible.  (Relacy's context-bound search does not fit: the
  * loop's waits spin, and it reports them as livelocks.)  Each scenario
@@ -158,7 +163,7 @@ enum {
 #define UVTW_THREADPOOL 1u
 
 #define NNODES 3 /* the model's node table */
-#define NTASKS 4 /* task numbers 1..3 (arg) */
+#define NTASKS 5 /* task numbers 1..4 (arg) */
 #define SERIAL ((uint64_t) 5 << (UVTW__GEN_BITS + UVTW__INDEX_BITS))
 
 typedef uint64_t uvtw_id_t;
@@ -253,10 +258,11 @@ enum {
   SEEN_FINAL_CALL = 1 << 9,
   SEEN_UV_CANCELED = 1 << 10,
   SEEN_OWN_CANCEL_0 = 1 << 11,
-  SEEN_BEFORE_TAKE_IN = 1 << 12, /* a cancel before the loop took it in */
-  SEEN_MOVED = 1 << 13,          /* the loop applied a reset's deadline */
-  SEEN_TAKEOVER = 1 << 14,       /* a submit took over a cancelled entry */
-  SEEN_TAKEOVER_PUSHED = 1 << 15 /* ... taken in meanwhile: pushed again */
+  SEEN_BEFORE_TAKE_IN = 1 << 12,  /* a cancel before the loop took it in */
+  SEEN_MOVED = 1 << 13,           /* the loop applied a reset's deadline */
+  SEEN_TAKEOVER = 1 << 14,        /* a submit took over a cancelled entry */
+  SEEN_TAKEOVER_PUSHED = 1 << 15, /* ... taken in meanwhile: pushed again */
+  SEEN_TAKEN_OVER_TWICE = 1 << 16 /* the loop saw 3 uses of a node at once */
 };
 static const char* const seen_names[] = {"cancel 0",
                                          "cancel UV_EBUSY",
@@ -273,7 +279,8 @@ static const char* const seen_names[] = {"cancel 0",
                                          "cancel before take-in",
                                          "reset applied",
                                          "takeover",
-                                         "takeover pushed again"};
+                                         "takeover pushed again",
+                                         "taken over twice"};
 static unsigned seen_all; /* over all iterations */
 
 static int uv_thread_self() {
@@ -950,6 +957,8 @@ static void take_use(uvtw__tasks_t* tasks, uvtw__task_t* node, uint64_t w) {
   uses = UVTW__GEN(w) - node->seen_gen;
   RL_ASSERT(uses >= 1);
   node->seen_gen = UVTW__GEN(w);
+  if (uses > 2)
+    ghost->seen |= SEEN_TAKEN_OVER_TWICE;
   tasks->accepted += uses;
   tasks->cancelled += uses - (UVTW__STATE(w) == UVTW__T_PENDING);
   if (UVTW__STATE(w) == UVTW__T_PENDING) {
@@ -1328,7 +1337,7 @@ static void model_free_stack_whole(uvtw__tasks_t* tasks) {
 }
 
 
-enum { SUBMIT_CANCEL_RESET, CLOSE_RACES, POOL_CANCEL, POOL_CLOSE };
+enum { SUBMIT_CANCEL_RESET, CLOSE_RACES, POOL_CANCEL, POOL_CLOSE, TAKEOVER };
 
 template <int S, int N>
 struct protocol : rl::test_suite<protocol<S, N>, N> {
@@ -1359,6 +1368,10 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
       pool_thread(&tasks);
       return;
     }
+    if (S == TAKEOVER) {
+      takeover_producer(i);
+      return;
+    }
     if (i == 0) {
       err = uvtw_submit(&tasks, DELAY_SUBMIT, S == CLOSE_RACES ? 0 : 5,
                         S >= POOL_CANCEL ? UVTW_THREADPOOL : 0, 1, &id);
@@ -1379,6 +1392,23 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
     g.producers_done++;
   }
 
+  /* Producer 1 submits three one-shots, cancelling the first two;
+   * producer 2 submits one: each submit may take over the node of a task
+   * cancelled before take-in, also one taken over already. */
+  void takeover_producer(unsigned i) {
+    uvtw_id_t id;
+    int t;
+
+    if (i == 0) {
+      for (t = 1; t <= 3; t++)
+        if (uvtw_submit(&tasks, DELAY_SUBMIT, 0, 0, t, &id) == 0 && t < 3)
+          ghost_cancelled(t, uvtw_cancel(&tasks, id));
+    } else {
+      seen_submit(uvtw_submit(&tasks, DELAY_SUBMIT, 0, 0, 4, &id));
+    }
+    g.producers_done++;
+  }
+
   void seen_reset(int err) {
     g.seen |= err == 0           ? SEEN_RESET_0
               : err == UV_ENOENT ? SEEN_RESET_ENOENT
@@ -1391,6 +1421,7 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
   }
 
   void after() {
+    uint64_t n;
     int t;
 
     for (t = 2; t < NTASKS; t++)
@@ -1403,8 +1434,10 @@ struct protocol : rl::test_suite<protocol<S, N>, N> {
       RL_ASSERT(g.ends[t] == g.accepted[t]); /* exactly once, or never */
     /* The stats: every task accepted, taken over or not, and every cancel
      * that returned 0 or UV_EBUSY, counted once. */
-    RL_ASSERT(tasks.accepted ==
-              (uint64_t) (g.accepted[1] + g.accepted[2] + g.accepted[3]));
+    n = 0;
+    for (t = 1; t < NTASKS; t++)
+      n += g.accepted[t];
+    RL_ASSERT(tasks.accepted == n);
     RL_ASSERT(tasks.cancelled == (uint64_t) g.cancels);
     model_free_stack_whole(&tasks);
   }
@@ -1494,7 +1527,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: %s litmus|submit-cancel-reset|close-races|pool-cancel|"
-            "pool-close "
+            "pool-close|takeover "
             "[iterations]\n",
             argv[0]);
     return 2;
@@ -1528,6 +1561,11 @@ int main(int argc, char** argv) {
                                          SEEN_RESET_0 | SEEN_RESET_ENOENT |
                                              SEEN_POOL_RUN | SEEN_UV_CANCELED |
                                              SEEN_FINAL_CALL | SEEN_MOVED);
+  if (strcmp(s, "takeover") == 0)
+    return run<protocol<TAKEOVER, 3> >(
+        s, rl::sched_random, n,
+        SEEN_CANCEL_0 | SEEN_BEFORE_TAKE_IN | SEEN_RUN | SEEN_TAKEOVER |
+            SEEN_TAKEOVER_PUSHED | SEEN_TAKEN_OVER_TWICE);
   fprintf(stderr, "no scenario %s\n", s);
   return 2;
 }

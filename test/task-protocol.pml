@@ -31,10 +31,12 @@
  *           fires timers (time moves by steps of the loop), runs loop
  *           tasks or hands them to pool_thread, and closes the wheel at
  *           any moment; a run's callback may cancel its own task.
- *   NODES  no producer2; the free stack in three steps a side; the loop
- *           also submits task C itself at any moment (a submit on the loop
- *           thread, which may take over A's node as well; its claim and
- *           publish are one thread's, so no take comes between them).
+ *   NODES  no producer2; the free stack in three steps a side; producer1
+ *           may cancel B too; the loop also submits task C itself at any
+ *           moment (a submit on the loop thread, which may take over A's
+ *           or B's node, so also a node B took over: the loop then counts
+ *           three uses at once; its claim and publish are one thread's, so
+ *           no take comes between them).
  *   RESETTERS  two resetters: producer1 submits A and may cancel it;
  *           producer2 resets A, then resets or cancels it; producer3
  *           resets A once more, racing producer2's resets; no task B or C
@@ -44,8 +46,9 @@
  * (uv_async_send) and the loop's references are not modelled: they are
  * rule 4's argument and test-task-liveness's.  Nor is the retirement of
  * a node at the last generation (generations stay small here), nor the
- * memory orders (test/task-protocol-relacy.cpp): the head a submit loads
- * is the current one.
+ * memory orders (test/task-protocol-relacy.cpp): every load sees the
+ * latest store (the head a submit loads may be stale only by the steps
+ * of others between its load and its claim).
  *
  * Properties (assertions):
  *   - every accepted task ends exactly once: a run of a one-shot, a cancel
@@ -545,6 +548,13 @@ proctype producer1() {
   uvtw_submit(res, n2, g2, 0, 0, capped);
   /* A cancel that returned 0 freed the task's place. */
   assert(!(c_ok && res == ENOSPC));
+#endif
+#ifdef NODES
+  /* B may be cancelled too: task C may take over a node taken over. */
+  if
+  :: res == OK -> skip; uvtw_cancel(n2, g2, res, 0)
+  :: skip
+  fi;
 #endif
   pdone++
 }

@@ -68,6 +68,14 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
               UVTW__STATE(w) != UVTW__T_DONE;
       CHECK(!node->held || UVTW__STATE(w) != UVTW__T_FREE,
             "node %" PRIu64 " is held and free", i);
+      /* The stats count each use once (take_use): the loop has seen every
+       * use of a node out of the queue but a free node's next one. */
+      CHECK(UVTW__GEN(w) == 0 ||
+                ((w & UVTW__W_INQ) ? node->seen_gen <= UVTW__GEN(w)
+                                   : UVTW__GEN(w) - node->seen_gen ==
+                                         (UVTW__STATE(w) == UVTW__T_FREE)),
+            "node %" PRIu64 ": generation %" PRIu64 ", the loop saw %" PRIu32,
+            i, UVTW__GEN(w), node->seen_gen);
       CHECK((node->location == UVTW__AT_WORK) == (node->work != NULL),
             "node %" PRIu64 ": location %u, work %p", i, node->location,
             (void*) node->work);

@@ -53,16 +53,18 @@
  *   early_cancel_stats  uvtw_stats_t: tasks cancelled before the loop
  *                  took them in count in tasks_accepted and tasks_cancelled
  *                  after one loop iteration, also when the loop's owner
- * submitted and cancelled them before uv_run, and also when a submit took a
- * cancelled task's node over: of 3 pairs and one task left live, 4 accepted and
- * 3 cancelled. queue_memory   max_tasks 16; a worker makes 4 bursts of 100,000
+ *                  submitted and cancelled them before uv_run, and also
+ *                  when a submit took a cancelled task's node over: of 3
+ *                  pairs and one task left live, 4 accepted, 3 cancelled.
+ *   queue_memory   max_tasks 16; a worker makes 4 bursts of 100,000
  *                  submit + cancel pairs (never more than one task live,
  *                  so max_tasks never refuses one) while the loop does not
  *                  run, and the loop runs until it took them in between
- *                  bursts: the cancelled nodes wait in the queue for the
- *                  loop, which frees them for reuse, so the table grows
- *                  with the first burst and not with the next ones; the
- *                  quiescent check passes between bursts.
+ *                  bursts: each submit takes over the node its thread's
+ *                  cancel just ended, so a burst leaves one queue entry,
+ *                  and the table grows with the first burst and not with
+ *                  the next ones; the quiescent check passes between
+ *                  bursts.
  *   loop_pairs_memory  the same from the loop thread (the wheel's owner,
  *                  before uv_run, as a callback would).
  *   table_in_use   10,000 live tasks: the table has set up (given a
@@ -947,9 +949,22 @@ static void tm_pairs_from(int from_loop) {
 }
 
 
-/* Bursts of pairs while the loop does not run: the cancelled nodes wait in
- * the queue until the loop takes them in, then are reused, so the table
- * grows with the first burst and not with the next ones. */
+/* Entries in the queue, not yet taken by the loop (loop thread). */
+static uint64_t queue_entries(void) {
+  uvtw__task_t* node;
+  uint64_t n;
+
+  n = 0;
+  for (node = atomic_load(&wheel->tasks.head); node != NULL;
+       node = atomic_load(&node->next))
+    n++;
+  return n;
+}
+
+
+/* Bursts of pairs while the loop does not run: each submit takes over the
+ * node of the task cancelled just before, the newest entry, so a burst
+ * leaves one entry and the table grows with the first burst only. */
 static void pairs_memory(int from_loop) {
   uint64_t first;
   uint64_t later;
@@ -958,6 +973,7 @@ static void pairs_memory(int from_loop) {
   tm_pairs = scaled(100000);
   setup(16);
   tm_pairs_from(from_loop);
+  ASSERT_UEQ(1, queue_entries());
   first = table_nodes();
   for (round = 0; round < 3; round++) {
     /* Until the loop took in every entry (a batch per iteration). */

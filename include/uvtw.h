@@ -90,7 +90,7 @@ typedef struct uvtw_stats_s {
   uint64_t driver_wakeups;   /* times the driver uv_timer_t fired */
   uint64_t cascades;         /* timers re-filed from a slot (not expired) */
   uint64_t async_wakeups;    /* times the uv_async_t callback ran */
-  uint64_t tasks_accepted;   /* submissions taken in, or cancelled before */
+  uint64_t tasks_accepted;   /* submissions taken in, cancelled ones too */
   uint64_t tasks_run;        /* task callbacks run with status 0 */
   uint64_t tasks_cancelled;  /* tasks ended by a cancel (0 or UV_EBUSY) */
   uint64_t tasks_closed;     /* final UV_ECANCELED calls made at close */

@@ -51,8 +51,11 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
   uint64_t counts[4] = {0, 0, 0, 0}; /* by location, wheel: timer active */
   uint64_t held, free, live, filed, gate, w, i, n;
   unsigned c;
+  int idle;
 
   tasks = &wheel->tasks;
+  idle = quiescent && tasks->inbox == NULL &&
+         atomic_load_explicit(&tasks->head, memory_order_acquire) == NULL;
   held = free = live = 0;
   for (c = 0; c < UVTW__CHUNKS; c++) {
     if (atomic_load_explicit(&tasks->chunks[c], memory_order_acquire) == NULL)
@@ -76,6 +79,15 @@ int uvtw__tasks_check(const uvtw_wheel_t* wheel, FILE* out, int quiescent) {
                                          (UVTW__STATE(w) == UVTW__T_FREE)),
             "node %" PRIu64 ": generation %" PRIu64 ", the loop saw %" PRIu32,
             i, UVTW__GEN(w), node->seen_gen);
+      /* Taken in, all: nothing waits for the loop, and an ended node
+       * nothing refers to is free (or retired). */
+      CHECK(
+          !idle || (!(w & UVTW__W_INQ) &&
+                    (node->location != UVTW__AT_NONE ||
+                     node == tasks->running || UVTW__GEN(w) == UVTW__GEN_MASK ||
+                     (UVTW__STATE(w) != UVTW__T_CANCELLED &&
+                      UVTW__STATE(w) != UVTW__T_DONE))),
+          "node %" PRIu64 ": word %#" PRIx64 " with the queue taken in", i, w);
       CHECK((node->location == UVTW__AT_WORK) == (node->work != NULL),
             "node %" PRIu64 ": location %u, work %p", i, node->location,
             (void*) node->work);

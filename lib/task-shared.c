@@ -58,9 +58,10 @@
  *    race.  The moves (task.h lists the states), by thread:
  *      submit  (any) FREE -> PENDING | W_INQ, then pushes the node; or
  *              takes over a node (rule 4): CANCELLED | W_INQ, no writer,
- *              no W_TAKEN -> writers + 1 (the claim), then -> the next
- *              generation's PENDING | W_INQ, pushed again if a take
- *              cleared W_INQ meanwhile;
+ *              no W_TAKEN, not its last generation -> writers + 1 (the
+ *              claim), then -> the next generation's PENDING | W_INQ
+ *              (W_MOVED clear), pushed again if a take cleared W_INQ
+ *              meanwhile;
  *      cancel  (any) PENDING/QUEUED -> CANCELLED (0); RUNNING -> STOPPING
  *              (UV_EBUSY), or from the task's own callback a repeating
  *              one -> CANCELLED (0), a one-shot stays (UV_ENOENT);
@@ -514,7 +515,8 @@ static uint64_t deadline_in(const uvtw__tasks_t* tasks, uint64_t delay_ms) {
 
 /* Rule 4: the queue's newest entry, if a cancel ended it before the loop
  * took it in, takes the next task in place, as good as a push.  Claims it
- * as a writer (rule 3), so that the loop leaves it; or NULL. */
+ * as a writer (rule 3), so that the loop leaves it; or NULL.  The head's
+ * acquire makes the node's index visible (set before its first push). */
 static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
   uvtw__task_t* node;
   uint64_t w;
@@ -523,11 +525,15 @@ static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
   if (node == NULL)
     return NULL;
   w = uvtw__task_word(node);
-  if ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT)) !=
-          (UVTW__T_CANCELLED | UVTW__W_INQ) ||
-      UVTW__GEN(w) == UVTW__GEN_MASK)
-    return NULL;
-  return task_cas(node, &w, w + UVTW__W_WRITER) ? node : NULL;
+  /* A strong CAS: a spurious failure would leave the entry behind. */
+  while ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT | UVTW__W_MOVED)) ==
+             (UVTW__T_CANCELLED | UVTW__W_INQ) &&
+         UVTW__GEN(w) != UVTW__GEN_MASK)
+    if (atomic_compare_exchange_strong_explicit(
+            &node->state, &w, w + UVTW__W_WRITER, memory_order_acq_rel,
+            memory_order_acquire))
+      return node;
+  return NULL;
 }
 
 
@@ -597,9 +603,11 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   if (reused) {
     reuse_publish(tasks, node, gen); /* release: publishes the above */
   } else {
+    /* Release: a cancel's CAS that reads it (its id passed on by any
+     * means) orders the fields before a later takeover's writes. */
     atomic_store_explicit(&node->state,
                           UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
-                          memory_order_relaxed);
+                          memory_order_release);
     queue_push(tasks, node); /* release: publishes all of the above */
   }
   /* On the loop thread (say before uv_run), hold the loop at once (rule

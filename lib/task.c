@@ -104,7 +104,7 @@ static void release_if_idle(uvtw_wheel_t* wheel, uvtw__task_t* node) {
     node->held = 0;
     wheel->tasks.held--;
     if (UVTW__STATE(w) == UVTW__T_CANCELLED)
-      wheel->tasks.cancelled++; /* a cancel counted it otherwise */
+      wheel->tasks.cancelled++; /* else take_use counted it */
   }
   uvtw__node_free(&wheel->tasks, node);
 }

@@ -205,8 +205,8 @@ void uvtw__work_cb(uv_work_t* req); /* a threadpool thread */
  * chain that uvtw__free_flush pushes on the free stack. */
 void uvtw__node_free(uvtw__tasks_t* tasks, uvtw__task_t* node);
 void uvtw__free_flush(uvtw__tasks_t* tasks);
-/* Counts: task timers filed (loop writes), cancels before take-in, live
- * tasks (one load of the gate). */
+/* Counts: task timers filed (loop writes), live tasks (one load of the
+ * gate). */
 void uvtw__tasks_count_filed(uvtw__tasks_t* tasks, int delta);
 uint64_t uvtw__tasks_filed(const uvtw_wheel_t* wheel);
 uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel);

@@ -8,7 +8,8 @@
 #   relacy-litmus                     the setup tells release/acquire from
 #                                     seq_cst (store buffering)
 #   relacy-task-protocol/<scenario>   the model passes
-#   relacy-task-protocol-broken       its twin (one acquire relaxed) fails
+#   relacy-task-protocol-broken       its twin (the queue's acquire and
+#                                     the submit's release relaxed) fails
 #                                     with a data race
 # Included from extra-tests.cmake, after Python3 is looked for.
 

@@ -83,12 +83,16 @@
  * stay small: reuse_claim's test of it is there, never true).
  *
  * The broken twin (-DUVTW_RELACY_BROKEN) weakens the acquire of the
- * loop's exchange in uvtw__queue_take to relaxed.  A submit publishes the
- * node's payload (cb, arg, repeat_ms, on_pool) with its release push, and
- * for a push that found the stack busy, so sent no wake-up, only that
- * acquire makes the payload visible to the loop, which reads on_pool and
- * repeat_ms as it files the task: Relacy must report a data race there
- * (submit-cancel-reset, whose producers push while the stack is busy). */
+ * loop's exchange in uvtw__queue_take and the release of a popped node's
+ * state store in uvtw_submit to relaxed.  A submit publishes the node's
+ * payload (cb, arg, repeat_ms, on_pool) both ways: by its release push,
+ * which the exchange's acquire reads (for a push that found the stack
+ * busy, so sent no wake-up, nothing else does), and by the state word,
+ * which the loop's take CAS reads.  With both weakened the loop, which
+ * reads on_pool and repeat_ms as it files the task, races the submit:
+ * Relacy must report a data race there (submit-cancel-reset, whose
+ * producers push while the stack is busy).  With the exchange alone
+ * weakened, Relacy reports a livelock of the loop's waits instead. */
 
 #include <relacy/relacy.hpp>
 
@@ -584,12 +588,15 @@ static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
   if (node == NULL)
     return NULL;
   w = uvtw__task_word(node);
-  if ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT)) !=
-          (UVTW__T_CANCELLED | UVTW__W_INQ) ||
-      UVTW__GEN(w) == UVTW__GEN_MASK)
-    return NULL;
-  if (!task_cas(node, &w, w + UVTW__W_WRITER))
-    return NULL;
+  for (;;) {
+    if ((w & ~(UVTW__GEN_MASK << UVTW__W_GEN_SHIFT | UVTW__W_MOVED)) !=
+            (UVTW__T_CANCELLED | UVTW__W_INQ) ||
+        UVTW__GEN(w) == UVTW__GEN_MASK)
+      return NULL;
+    if (node->state($).compare_exchange_strong(w, w + UVTW__W_WRITER,
+                                               rl::mo_acq_rel, rl::mo_acquire))
+      break;
+  }
   /* The entry is in the queue or the loop's inbox, not taken yet. */
   RL_ASSERT(ghost->in_queue[node->index] || ghost->in_inbox[node->index]);
   ghost->claimed[node->index] = 1;
@@ -665,7 +672,7 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
     reuse_publish(tasks, node, gen);
   } else {
     node->state($).store(UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
-                         rl::mo_relaxed);
+                         TWIN_WEAKENS(rl::mo_release));
     queue_push(tasks, node);
   }
   ghost->accepted[arg] = 1;

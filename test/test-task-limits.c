@@ -67,6 +67,11 @@
  *                  bursts.
  *   loop_pairs_memory  the same from the loop thread (the wheel's owner,
  *                  before uv_run, as a callback would).
+ *   crossed_memory as queue_memory, but each burst submits two tasks and
+ *                  then cancels both, the older first: every other submit
+ *                  finds the newest entry live and pushes a node, so a
+ *                  burst leaves 50,001 entries; take-in frees them, and
+ *                  the table still grows with the first burst only.
  *   table_in_use   10,000 live tasks: the table has set up (given a
  *                  generation, so touched) at least 10,000 nodes and fewer than
  *                  10,000 + UVTW__GROW_STEP, and fewer than its chunks
@@ -710,10 +715,10 @@ static void cancel_frees(void) {
   if (HAVE_MALLINFO)
     ASSERT_ULT(used, base + 4 * 1024 * 1024);
 
-  /* From another thread a node can only be reclaimed once the loop has
-   * drained its submission, so an unpaced burst leaves a backlog whose
-   * memory the wheel may keep for reuse.  Paced, the loop keeps up: the
-   * heap must not grow with the number of cancelled tasks. */
+  /* From another thread a node is reclaimed by the next submit or once
+   * the loop has drained its submission (queue_memory and crossed_memory
+   * count the backlog of an unpaced burst).  Paced, the loop keeps up:
+   * the heap must not grow with the number of cancelled tasks. */
   ASSERT_UV_OK(uv_sem_init(&cf_caught_up, 0));
   ASSERT_UV_OK(uv_thread_create(&tid, cf_thread, NULL));
   run_until(cf_is_done, 0);
@@ -915,6 +920,7 @@ static uint64_t table_nodes(void) {
 
 
 static int tm_pairs;
+static int tm_crossed;
 
 
 static void tm_noop(void* arg, int status) {
@@ -924,14 +930,22 @@ static void tm_noop(void* arg, int status) {
 }
 
 
+/* Pairs in turn; or crossed, two submits then their two cancels, the
+ * older first, so that half the cancelled tasks are not the newest entry
+ * when the next submit comes. */
 static void tm_worker(void* arg) {
-  uvtw_id_t id;
+  uvtw_id_t id[2];
   int i;
 
   (void) arg;
-  for (i = 0; i < tm_pairs; i++) {
-    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id));
-    ASSERT_EQ(0, uvtw_cancel(wheel, id));
+  for (i = 0; i < tm_pairs; i += 1 + tm_crossed) {
+    ASSERT_EQ(0, uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id[0]));
+    if (tm_crossed)
+      ASSERT_EQ(0,
+                uvtw_submit(wheel, 3600 * 1000, 0, 0, tm_noop, NULL, &id[1]));
+    ASSERT_EQ(0, uvtw_cancel(wheel, id[0]));
+    if (tm_crossed)
+      ASSERT_EQ(0, uvtw_cancel(wheel, id[1]));
   }
 }
 
@@ -962,18 +976,21 @@ static uint64_t queue_entries(void) {
 }
 
 
-/* Bursts of pairs while the loop does not run: each submit takes over the
- * node of the task cancelled just before, the newest entry, so a burst
- * leaves one entry and the table grows with the first burst only. */
-static void pairs_memory(int from_loop) {
+/* Bursts of pairs while the loop does not run.  In turn, each submit
+ * takes over the node of the task cancelled just before, the newest
+ * entry, so a burst leaves one entry; crossed, every other submit does,
+ * so a burst leaves one entry per two pairs, and take-in frees them.
+ * Either way the table grows with the first burst only. */
+static void pairs_memory(int from_loop, int crossed) {
   uint64_t first;
   uint64_t later;
   int round;
 
   tm_pairs = scaled(100000);
+  tm_crossed = crossed;
   setup(16);
   tm_pairs_from(from_loop);
-  ASSERT_UEQ(1, queue_entries());
+  ASSERT_UEQ(crossed ? (uint64_t) tm_pairs / 2 + 1 : 1, queue_entries());
   first = table_nodes();
   for (round = 0; round < 3; round++) {
     /* Until the loop took in every entry (a batch per iteration). */
@@ -984,9 +1001,10 @@ static void pairs_memory(int from_loop) {
   }
   later = table_nodes();
   fprintf(stderr,
-          "max_tasks 16, 4 bursts of %d submit+cancel pairs from the %s "
+          "max_tasks 16, 4 bursts of %d submit+cancel pairs%s from the %s "
           "thread: %llu nodes (%llu KiB) after the first, %llu after all\n",
-          tm_pairs, from_loop ? "loop" : "another", (unsigned long long) first,
+          tm_pairs, crossed ? " (crossed)" : "", from_loop ? "loop" : "another",
+          (unsigned long long) first,
           (unsigned long long) (first * sizeof(uvtw__task_t) / 1024),
           (unsigned long long) later);
   teardown();
@@ -995,12 +1013,17 @@ static void pairs_memory(int from_loop) {
 
 
 static void queue_memory(void) {
-  pairs_memory(0);
+  pairs_memory(0, 0);
 }
 
 
 static void loop_pairs_memory(void) {
-  pairs_memory(1);
+  pairs_memory(1, 0);
+}
+
+
+static void crossed_memory(void) {
+  pairs_memory(0, 1);
 }
 
 
@@ -1111,6 +1134,7 @@ static const test_case_t cases[] = {
   TEST_CASE(early_cancel_stats),
   TEST_CASE(queue_memory),
   TEST_CASE(loop_pairs_memory),
+  TEST_CASE(crossed_memory),
   TEST_CASE(table_in_use),
   TEST_CASE(worn_index),
 };

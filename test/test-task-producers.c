@@ -43,7 +43,10 @@
  * throughout, so the count is never 0. pending_churn    one thread submits a
  * never-due task and cancels it, in a loop (at most one task live, no timer),
  * while another reads uvtw_wheel_pending for 300 ms: never more than 1 (uvtw.h:
- * exact), with max_tasks 0 and 1. */
+ * exact), with max_tasks 0 and 1.  The loop takes the queue in meanwhile, so
+ * submits that take a cancelled task's node over race its take-in: once the
+ * queue is taken in, the stats count every pair, and the quiescent check
+ * finds no node left marked for the queue. */
 
 #include <pthread.h>
 
@@ -818,6 +821,7 @@ static atomic_int pc_stop;
 static atomic_int pc_done;
 static size_t pc_max;
 static uint64_t pc_reads;
+static uint64_t pc_pairs; /* the producer's; read after the join */
 
 
 static void pc_producer(void* arg) {
@@ -825,8 +829,10 @@ static void pc_producer(void* arg) {
 
   (void) arg;
   while (!atomic_load(&pc_stop))
-    if (uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL, &id) == 0)
+    if (uvtw_submit(wheel, 3600 * 1000, 0, 0, task_cb_ignore, NULL, &id) == 0) {
       ASSERT_EQ(0, uvtw_cancel(wheel, id));
+      pc_pairs++;
+    }
 }
 
 
@@ -855,12 +861,14 @@ static int pc_finished(void) {
 static void churn_with(size_t max_tasks, size_t bound) {
   uv_thread_t producer;
   uv_thread_t observer;
+  uvtw_stats_t stats;
 
   setup(max_tasks);
   atomic_store(&pc_stop, 0);
   atomic_store(&pc_done, 0);
   pc_max = 0;
   pc_reads = 0;
+  pc_pairs = 0;
   ASSERT_UV_OK(uv_thread_create(&producer, pc_producer, NULL));
   ASSERT_UV_OK(uv_thread_create(&observer, pc_observer, NULL));
   run_until(pc_finished, 0);
@@ -869,8 +877,17 @@ static void churn_with(size_t max_tasks, size_t bound) {
   fprintf(stderr, "max_tasks %zu: pending read %llu times, max %zu\n",
           max_tasks, (unsigned long long) pc_reads, pc_max);
   run_until(pending_zero, 0);
+  /* Each submit took over the node of the task cancelled before it, or
+   * popped one, racing the loop's take-in: every task is counted once,
+   * and nothing is left in, or marked for, the queue. */
+  while (atomic_load(&wheel->tasks.head) != NULL || wheel->tasks.inbox)
+    one_pass();
+  uvtw_wheel_stats(wheel, &stats);
+  ASSERT_EQ(0, uvtw__tasks_check(wheel, stderr, 1));
   teardown();
   ASSERT_LE((int64_t) pc_max, (int64_t) bound);
+  ASSERT_UEQ(pc_pairs, stats.tasks_accepted);
+  ASSERT_UEQ(pc_pairs, stats.tasks_cancelled);
 }
 
 

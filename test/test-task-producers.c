@@ -7,10 +7,10 @@
  *                    the 1 h tasks.  Every task ends exactly once (run,
  *                    cancel or final call), the counts and the stats agree,
  *                    and threads started later submit and cancel as well.
- *   many_wheels      one thread submits to 6 wheels on one loop (more than
- *                    its thread-local cache holds), round robin, all due at
- *                    the same moment: on each wheel they run in submission
- *                    order, and none runs on another wheel.
+ *   many_wheels      one thread submits to 6 wheels on one loop, round
+ *                    robin, all due at the same moment: on each wheel they
+ *                    run in submission order, and none runs on another
+ *                    wheel.
  *   reused_address   a thread used wheel A, which closes and is freed;
  *                    wheels are created until one lands at A's address
  *                    (malloc reuses it at once here); the thread's submit
@@ -21,8 +21,9 @@
  *                    after (a notice through the queue).  None runs;
  *                    pending is 0.
  *   blocks           while the loop is blocked, one thread submits 2,000
- *                    tasks due at the same moment and cancels every third one;
- * the rest run once, in submission order, and the cancelled never.
+ *                    tasks due at the same moment and cancels every third
+ *                    one; the rest run once, in submission order, and the
+ *                    cancelled never.
  *   cancel_vs_take   4 producers submit tasks due now and cancel each at
  *                    once, a moment later, or from the next producer, while
  *                    the loop takes them in: 0 means it never ran, UV_EBUSY
@@ -36,17 +37,21 @@
  *                    takes in (UVTW__DRAIN_BATCH).  X must have run after
  *                    the 10 iterations, 2 ms apart.
  *   detached_threads detached threads submit and exit; later detached
- *                    threads (which may land on an exited thread's
- *                    thread-local block) submit and cancel.  Everything runs
- * once; under TSan, no report. pending_snapshot uvtw_wheel_pending from another
- * thread while a new thread's first task is submitted and ends: task Z is live
- * throughout, so the count is never 0. pending_churn    one thread submits a
- * never-due task and cancels it, in a loop (at most one task live, no timer),
- * while another reads uvtw_wheel_pending for 300 ms: never more than 1 (uvtw.h:
- * exact), with max_tasks 0 and 1.  The loop takes the queue in meanwhile, so
- * submits that take a cancelled task's node over race its take-in: once the
- * queue is taken in, the stats count every pair, and the quiescent check
- * finds no node left marked for the queue. */
+ *                    threads (which may reuse an exited thread's stack and
+ *                    id) submit and cancel.  Everything runs once; under
+ *                    TSan, no report.
+ *   pending_snapshot uvtw_wheel_pending from another thread while a new
+ *                    thread's first task is submitted and ends: task Z is
+ *                    live throughout, so the count is never 0.
+ *   pending_churn    one thread submits a never-due task and cancels it,
+ *                    in a loop (at most one task live, no timer), while
+ *                    another reads uvtw_wheel_pending for 300 ms: never
+ *                    more than 1 (uvtw.h: exact), with max_tasks 0 and 1.
+ *                    The loop takes the queue in meanwhile, so submits
+ *                    that take a cancelled task's node over race its
+ *                    take-in: once the queue is taken in, the stats count
+ *                    every pair, and the quiescent check finds no node
+ *                    left marked for the queue. */
 
 #include <pthread.h>
 

@@ -52,10 +52,12 @@
  *                  test-task-liveness.c.
  *   early_cancel_stats  uvtw_stats_t: tasks cancelled before the loop
  *                  took them in count in tasks_accepted and tasks_cancelled
- *                  after one loop iteration, also when the loop's owner
- *                  submitted and cancelled them before uv_run, and also
- *                  when a submit took a cancelled task's node over: of 3
- *                  pairs and one task left live, 4 accepted, 3 cancelled.
+ *                  after one loop iteration: the loop's owner submits and
+ *                  cancels before uv_run, each submit taking over the
+ *                  node of the task cancelled before it; of 3 pairs and
+ *                  one task left live, 4 accepted, 3 cancelled (pairs
+ *                  from another thread: test-task-producers,
+ *                  pending_churn).
  *   queue_memory   max_tasks 16; a worker makes 4 bursts of 100,000
  *                  submit + cancel pairs (never more than one task live,
  *                  so max_tasks never refuses one) while the loop does not

@@ -47,8 +47,23 @@
  *                UV_ECANCELED), and only then runs the close callback and
  *                frees the wheel.  The window lies inside one call: the
  *                case checks the outcomes of a submit racing close, and
- *                the SPIN model (task-protocol.pml) every interleaving. */
+ *                the SPIN model (task-protocol.pml) every interleaving.
+ *   waking_submit  A window of a submit that the program can hold open:
+ *                the loop thread fills the node table's first chunk with
+ *                tasks, which wait in the queue; another thread's submit
+ *                enters, finds no free node and is held in the
+ *                uv_mutex_lock of the table's growth until the loop has
+ *                taken the queue in; its push then finds the queue empty,
+ *                and it is held again in the uv_async_send that wakes the
+ *                loop, while the loop closes the wheel.  Close does not
+ *                finish meanwhile: through 100 of close's retries the
+ *                close callback does not run.  Then the send goes on, the
+ *                submit returns 0, its task gets its final call and close
+ *                finishes.  (The program is linked with
+ *                --wrap=uv_mutex_lock and --wrap=uv_async_send,
+ *                test/CMakeLists.txt; the wraps forward every call.) */
 
+#include "internal.h"
 #include "task-harness.h"
 #include "test-cases.h"
 
@@ -785,6 +800,141 @@ static void submit_inflight(void) {
 }
 
 
+/* ---- waking_submit ------------------------------------------------------ */
+
+/* Where the producer is: the wraps hold it at the two middle stages. */
+enum { WS_OFF, WS_BEFORE_PUSH, WS_WAKING, WS_SENT };
+
+static atomic_int ws_stage;
+static uv_thread_t ws_producer_tid; /* written before ws_stage leaves OFF */
+static uv_sem_t ws_held;            /* the producer is held, or returned */
+static uv_sem_t ws_go;
+static atomic_int ws_returned;
+static atomic_int ws_result;
+static atomic_int ws_loop_sends;       /* sends but the producer's held one */
+static task_t ws_queued[UVTW__CHUNK0]; /* the table's first chunk */
+static task_t ws_task;
+
+void __real_uv_mutex_lock(uv_mutex_t* mutex);
+void __wrap_uv_mutex_lock(uv_mutex_t* mutex);
+int __real_uv_async_send(uv_async_t* handle);
+int __wrap_uv_async_send(uv_async_t* handle);
+
+
+static int ws_is_producer(void) {
+  uv_thread_t self;
+
+  self = uv_thread_self();
+  return uv_thread_equal(&self, &ws_producer_tid);
+}
+
+
+/* The producer, at `stage`: moves on to the next and waits for the test. */
+static void ws_hold(int stage) {
+  atomic_store(&ws_stage, stage + 1);
+  uv_sem_post(&ws_held);
+  uv_sem_wait(&ws_go);
+}
+
+
+void __wrap_uv_mutex_lock(uv_mutex_t* mutex) {
+  if (atomic_load(&ws_stage) == WS_BEFORE_PUSH && ws_is_producer())
+    ws_hold(WS_BEFORE_PUSH);
+  __real_uv_mutex_lock(mutex);
+}
+
+
+int __wrap_uv_async_send(uv_async_t* handle) {
+  if (atomic_load(&ws_stage) == WS_WAKING && ws_is_producer())
+    ws_hold(WS_WAKING);
+  else
+    atomic_fetch_add(&ws_loop_sends, 1);
+  return __real_uv_async_send(handle);
+}
+
+#ifdef _WIN32
+/* Against libuv's DLL the library calls through the import slots, which
+ * the program is linked to wrap too (as test-task-wakeups.c). */
+void (*__wrap___imp_uv_mutex_lock)(uv_mutex_t*) = __wrap_uv_mutex_lock;
+int (*__wrap___imp_uv_async_send)(uv_async_t*) = __wrap_uv_async_send;
+#endif
+
+
+static void ws_producer(void* arg) {
+  (void) arg;
+  ws_producer_tid = uv_thread_self();
+  atomic_store(&ws_stage, WS_BEFORE_PUSH);
+  atomic_store(&ws_result,
+               uvtw_submit(wheel, 0, 0, 0, task_cb, &ws_task, &ws_task.id));
+  atomic_store(&ws_returned, 1);
+  uv_sem_post(&ws_held);
+}
+
+
+static int ws_queue_taken(void) {
+  uvtw_stats_t st;
+
+  uvtw_wheel_stats(wheel, &st);
+  return st.tasks_accepted != 0; /* one drain takes the whole queue */
+}
+
+
+static int ws_closed_or_retried(void) {
+  return atomic_load(&close_cb_called) != 0 ||
+         atomic_load(&ws_loop_sends) >= 100;
+}
+
+
+static void waking_submit(void) {
+  uv_thread_t producer;
+  uvtw_stats_t st;
+  unsigned i;
+
+  setup(0);
+  ASSERT_UV_OK(uv_sem_init(&ws_held, 0));
+  ASSERT_UV_OK(uv_sem_init(&ws_go, 0));
+  task_init(&ws_task);
+  /* The queue holds them, and no node is free. */
+  for (i = 0; i < UVTW__CHUNK0; i++) {
+    task_init(&ws_queued[i]);
+    submit(&ws_queued[i], 3600 * 1000, 0, 0);
+  }
+  ASSERT_UV_OK(uv_thread_create(&producer, ws_producer, NULL));
+  uv_sem_wait(&ws_held);
+  ASSERT_EQ(0, atomic_load(&ws_returned));
+  ASSERT_EQ(WS_WAKING, atomic_load(&ws_stage));
+  /* The loop takes the queue in: the producer's task is not in it yet, so
+   * its push will find the queue empty. */
+  run_until(ws_queue_taken, 1);
+  uvtw_wheel_stats(wheel, &st);
+  ASSERT_UEQ(UVTW__CHUNK0, st.tasks_accepted);
+  uv_sem_post(&ws_go);
+  uv_sem_wait(&ws_held);
+  ASSERT_EQ(0, atomic_load(&ws_returned));
+  ASSERT_EQ(WS_SENT, atomic_load(&ws_stage));
+  /* The producer is inside the send that wakes the loop. */
+  atomic_store(&ws_loop_sends, 0);
+  ASSERT_EQ(0, uvtw_wheel_close(wheel, wheel_close_cb));
+  run_until(ws_closed_or_retried, 1);
+  ASSERT_EQ(0, atomic_load(&close_cb_called));
+  uv_sem_post(&ws_go);
+  uv_close((uv_handle_t*) &poll_timer, NULL);
+  uv_close((uv_handle_t*) &spin_idle, NULL);
+  ASSERT_EQ(0, uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(1, atomic_load(&close_cb_called));
+  ASSERT_UV_OK(uv_thread_join(&producer));
+  ASSERT_EQ(0, uv_loop_close(&loop));
+  ASSERT_EQ(0, atomic_load(&ws_result));
+  ASSERT_EQ(0, atomic_load(&ws_task.runs));
+  ASSERT_EQ(1, atomic_load(&ws_task.finals));
+  for (i = 0; i < UVTW__CHUNK0; i++)
+    ASSERT_EQ(1, atomic_load(&ws_queued[i].finals));
+  atomic_store(&ws_stage, WS_OFF);
+  uv_sem_destroy(&ws_held);
+  uv_sem_destroy(&ws_go);
+}
+
+
 /* clang-format off */
 static const test_case_t cases[] = {
   TEST_CASE(in_one_shot),
@@ -797,6 +947,7 @@ static const test_case_t cases[] = {
   TEST_CASE(own_run_repeating_close_first),
   TEST_CASE(two_wheels),
   TEST_CASE(submit_inflight),
+  TEST_CASE(waking_submit),
 };
 /* clang-format on */
 

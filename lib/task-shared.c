@@ -9,12 +9,17 @@
  * Ground rules (flag names without their UVTW__ prefix).
  *
  * 1. The gate (tasks->gate): G_CLOSING | G_CLOSED | calls inside (x G_CALL)
- *    | live tasks (x G_LIVE).  Submit and reset enter by one
- *    read-modify-write and leave by another, as uv_async_send marks itself
- *    busy and uv_close waits for it:
- *      submit  fetch_add +G_CALL +G_LIVE (acquire), undone and refused
+ *    | live tasks (x G_LIVE).  Close waits for both to be 0, as uv_close
+ *    waits for a busy uv_async_send:
+ *      submit  fetch_add +G_LIVE (acquire), undone and refused
  *              (UV_ECANCELED) if G_CLOSING; with max_tasks, a CAS instead,
- *              refused (UV_ENOSPC) at max_tasks live;
+ *              refused (UV_ENOSPC) at max_tasks live.  The task's count
+ *              holds the wheel open until the loop can take the task in
+ *              (no other thread has its id yet); once it can, the task may
+ *              end at once, so the submit touches the wheel after that
+ *              only inside a call, to wake the loop: +G_CALL in the same
+ *              fetch_add if the queue looks empty, else entered by the
+ *              push that finds it empty (queue_push);
  *      reset   fetch_add +G_CALL (acquire), refused (UV_ENOENT) if G_CLOSED;
  *      leave   fetch_sub G_CALL (release).
  *    A cancel does not enter: one that ends a task writes while the task
@@ -185,16 +190,26 @@ uint64_t uvtw__tasks_live(const uvtw_wheel_t* wheel) {
 
 /* ---- The queue (rule 4) ----------------------------------------------- */
 
-static void queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+/* `pinned`: the caller keeps the wheel open past the push (rule 1).  If
+ * not, a push that will wake the loop first enters as a call, and returns
+ * 1: the caller leaves it after. */
+static int queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node, int pinned) {
   uvtw__task_t* head;
+  int entered;
 
+  entered = 0;
   head = atomic_load_explicit(&tasks->head, memory_order_relaxed);
-  do
+  do {
+    if (head == NULL && !pinned) {
+      gate_enter(tasks, UVTW__G_CALL);
+      pinned = entered = 1;
+    }
     atomic_store_explicit(&node->next, head, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(
+  } while (!atomic_compare_exchange_weak_explicit(
       &tasks->head, &head, node, memory_order_release, memory_order_relaxed));
   if (head == NULL)
     uv_async_send(tasks->async);
+  return entered;
 }
 
 
@@ -537,19 +552,17 @@ static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
 }
 
 
-/* The claimed node's next use: generation gen, PENDING, in the queue;
- * pushed again if the loop took it in (and left it) meanwhile. */
-static void reuse_publish(uvtw__tasks_t* tasks,
-                          uvtw__task_t* node,
-                          uint64_t gen) {
+/* The claimed node's next use: generation gen, PENDING, in the queue.
+ * 1 if it must be pushed again: the loop took it in (and left it)
+ * meanwhile. */
+static int reuse_publish(uvtw__task_t* node, uint64_t gen) {
   uint64_t w;
 
   w = atomic_load_explicit(&node->state, memory_order_relaxed);
   while (!task_cas(node, &w,
                    gen << UVTW__W_GEN_SHIFT | UVTW__T_PENDING | UVTW__W_INQ))
     ;
-  if (!(w & UVTW__W_INQ))
-    queue_push(tasks, node);
+  return !(w & UVTW__W_INQ);
 }
 
 
@@ -562,13 +575,17 @@ int uvtw_submit(uvtw_wheel_t* wheel,
                 uvtw_id_t* id) {
   uvtw__tasks_t* tasks;
   uvtw__task_t* node;
-  uint64_t deadline, g, w, gen;
-  int reused;
+  uint64_t deadline, g, w, gen, add;
+  int reused, called;
 
   if (wheel == NULL || cb == NULL || (flags & ~UVTW_THREADPOOL) != 0)
     return UV_EINVAL;
   tasks = &wheel->tasks;
   deadline = deadline_in(tasks, delay_ms);
+  /* A call too if the push may wake the loop (rule 1). */
+  add = UVTW__G_LIVE;
+  if (atomic_load_explicit(&tasks->head, memory_order_relaxed) == NULL)
+    add += UVTW__G_CALL;
   if (tasks->max_tasks != 0) { /* a CAS: enters unless closing or full */
     g = atomic_load_explicit(&tasks->gate, memory_order_relaxed);
     do {
@@ -577,18 +594,17 @@ int uvtw_submit(uvtw_wheel_t* wheel,
       if (UVTW__G_LIVES(g) >= tasks->max_tasks)
         return UV_ENOSPC;
     } while (!atomic_compare_exchange_weak_explicit(
-        &tasks->gate, &g, g + UVTW__G_CALL + UVTW__G_LIVE, memory_order_acquire,
-        memory_order_relaxed));
-  } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
+        &tasks->gate, &g, g + add, memory_order_acquire, memory_order_relaxed));
+  } else if (gate_enter(tasks, add) & UVTW__G_CLOSING) {
     /* One fetch_add never retries (a CAS does, under contention). */
-    gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+    gate_leave(tasks, add);
     return UV_ECANCELED;
   }
   reused = (node = reuse_claim(tasks)) != NULL;
   if (!reused)
     while ((node = free_pop(tasks)) == NULL)
       if (grow(tasks) != 0) {
-        gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+        gate_leave(tasks, add);
         return UV_ENOMEM;
       }
   node->cb = cb;
@@ -600,23 +616,26 @@ int uvtw_submit(uvtw_wheel_t* wheel,
   gen = UVTW__GEN(w) + reused;
   if (id != NULL)
     *id = tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | gen;
-  if (reused) {
-    reuse_publish(tasks, node, gen); /* release: publishes the above */
-  } else {
-    /* Release: a cancel's CAS that reads it (its id passed on by any
-     * means) orders the fields before a later takeover's writes. */
-    atomic_store_explicit(&node->state,
-                          UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
-                          memory_order_release);
-    queue_push(tasks, node); /* release: publishes all of the above */
-  }
   /* On the loop thread (say before uv_run), hold the loop at once (rule
-   * 7); only that thread may uv_ref. */
+   * 7); only that thread may uv_ref.  Before the task is published: after
+   * that, the task may end and close finish, and the submit touches the
+   * wheel only inside a call (rule 1). */
   if (is_self(&tasks->loop_thread) && !tasks->holds_loop) {
     tasks->holds_loop = 1;
     uv_ref((uv_handle_t*) tasks->async);
   }
-  gate_leave(tasks, UVTW__G_CALL);
+  called = (add & UVTW__G_CALL) != 0;
+  /* Release: a cancel's CAS that reads it (its id passed on by any means)
+   * orders the fields before a later takeover's writes. */
+  if (!reused)
+    atomic_store_explicit(&node->state,
+                          UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
+                          memory_order_release);
+  /* Release, both: publishes all of the above. */
+  if (!reused || reuse_publish(node, gen))
+    called |= queue_push(tasks, node, called);
+  if (called)
+    gate_leave(tasks, UVTW__G_CALL);
   return 0;
 }
 
@@ -669,8 +688,8 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
       break;
   }
   if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
-    queue_push(tasks, node);
-  live_end(tasks); /* release: all of the above happens before */
+    queue_push(tasks, node, 1); /* pinned: the task counts live */
+  live_end(tasks);              /* release: all of the above happens before */
   return 0;
 }
 
@@ -717,7 +736,7 @@ int uvtw_reset(uvtw_wheel_t* wheel, uvtw_id_t id, uint64_t delay_ms) {
       n |= UVTW__W_INQ;
   } while (!task_cas(node, &w, n));
   if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    queue_push(tasks, node);
+    queue_push(tasks, node, 1); /* pinned: a call */
 out:
   gate_leave(tasks, UVTW__G_CALL);
   return err;

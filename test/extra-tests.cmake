@@ -215,7 +215,8 @@ endif()
 
 # The task protocol's Promela model (test/task-protocol.pml) is checked
 # exhaustively by SPIN in each of its configurations, and each of its
-# broken twins (-DBROKEN, -DBROKEN_PUBLISH) must yield a counterexample.
+# broken twins (-DBROKEN, -DBROKEN_PUBLISH, -DBROKEN_WAKE) must yield a
+# counterexample.
 # Host tools only: spin and a C compiler for pan.c.
 find_program(UVTW_SPIN spin)
 if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
@@ -223,7 +224,8 @@ if(UVTW_SPIN AND NOT CMAKE_CROSSCOMPILING AND NOT UVTW_SANITIZE)
                  task-protocol-nodes:pass:-DNODES
                  task-protocol-resetters:pass:-DRESETTERS
                  task-protocol-broken:fail:-DBROKEN
-                 task-protocol-broken-publish:fail:-DBROKEN_PUBLISH)
+                 task-protocol-broken-publish:fail:-DBROKEN_PUBLISH
+                 task-protocol-broken-wake:fail:-DBROKEN_WAKE)
     string(REPLACE ":" ";" parts ${config})
     list(GET parts 0 name)
     list(GET parts 1 expect)

@@ -11,10 +11,12 @@
  *
  * Plain data is rl::var: the node's payload (cb, arg, repeat_ms, on_pool),
  * a pool request's results, and `wheel_mem`, which stands for the wheel's
- * memory: every call touches it while close must wait for it (a submit or
- * a reset inside the gate, a cancel that ends a task), and close writes it
- * once it is done with the tasks (from there the close callback may free
- * the wheel).  So an order too weak for a publication shows up as a data
+ * memory: every call touches it while close must wait for it (a submit
+ * while its task's live count holds the wheel, before its push, and
+ * inside the call it leaves last; a reset inside the gate; a cancel that
+ * ends a task; every wake-up after a push), and close writes it once it
+ * is done with the tasks (from there the close callback may free the
+ * wheel).  So an order too weak for a publication shows up as a data
  * race, and close freeing what a call still uses shows up as one too.
  * libuv's parts are modelled by what they promise: uv_async_send and the
  * loop's wake-up by a seq_cst exchange of a pending flag, uv_queue_work,
@@ -68,8 +70,12 @@
  * stats' accepted and cancelled counts (the loop's, by generation: no
  * shared count) are exact after close; close finishes, after every call
  * that it must wait for (wheel_mem), and leaves every node on the free
- * stack exactly once; and Relacy's own checks: data races on plain
- * data, reads of uninitialised atomics, leaks.  (The nodes are
+ * stack exactly once; a push's wake-up comes before close is done (a
+ * submit's inside a call: taken with its entry if the queue looked
+ * empty, else by the push that finds it empty; the scenarios with
+ * takeovers must see both a submit with no call and a push that took
+ * one); and Relacy's own checks: data races on plain data, reads of
+ * uninitialised atomics, leaks.  (The nodes are
  * type-stable, never freed, so Relacy's checks of freed memory have
  * nothing to see: wheel_mem stands for what the close callback frees.)
  *
@@ -262,11 +268,13 @@ enum {
   SEEN_FINAL_CALL = 1 << 9,
   SEEN_UV_CANCELED = 1 << 10,
   SEEN_OWN_CANCEL_0 = 1 << 11,
-  SEEN_BEFORE_TAKE_IN = 1 << 12,  /* a cancel before the loop took it in */
-  SEEN_MOVED = 1 << 13,           /* the loop applied a reset's deadline */
-  SEEN_TAKEOVER = 1 << 14,        /* a submit took over a cancelled entry */
-  SEEN_TAKEOVER_PUSHED = 1 << 15, /* ... taken in meanwhile: pushed again */
-  SEEN_TAKEN_OVER_TWICE = 1 << 16 /* the loop saw 3 uses of a node at once */
+  SEEN_BEFORE_TAKE_IN = 1 << 12,   /* a cancel before the loop took it in */
+  SEEN_MOVED = 1 << 13,            /* the loop applied a reset's deadline */
+  SEEN_TAKEOVER = 1 << 14,         /* a submit took over a cancelled entry */
+  SEEN_TAKEOVER_PUSHED = 1 << 15,  /* ... taken in meanwhile: pushed again */
+  SEEN_TAKEN_OVER_TWICE = 1 << 16, /* the loop saw 3 uses of a node at once */
+  SEEN_SUBMIT_NO_CALL = 1 << 17,   /* a submit that took no call at all */
+  SEEN_PUSH_CALL = 1 << 18         /* a push took a call to wake the loop */
 };
 static const char* const seen_names[] = {"cancel 0",
                                          "cancel UV_EBUSY",
@@ -284,7 +292,9 @@ static const char* const seen_names[] = {"cancel 0",
                                          "reset applied",
                                          "takeover",
                                          "takeover pushed again",
-                                         "taken over twice"};
+                                         "taken over twice",
+                                         "submit without a call",
+                                         "call entered by the push"};
 static unsigned seen_all; /* over all iterations */
 
 static int uv_thread_self() {
@@ -353,17 +363,33 @@ static void ghost_pushed(uvtw__task_t* node) {
 }
 
 
-static void queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node) {
+/* `pinned`: the caller keeps the wheel open past the push.  If not, a
+ * push that will wake the loop first enters as a call, and returns 1. */
+static int queue_push(uvtw__tasks_t* tasks, uvtw__task_t* node, int pinned) {
   uvtw__task_t* head;
+  int entered;
 
+  entered = 0;
   head = tasks->head($).load(rl::mo_relaxed);
-  do
+  do {
+    if (head == NULL && !pinned) {
+      gate_enter(tasks, UVTW__G_CALL);
+      pinned = entered = 1;
+    }
     node->next($).store(head, rl::mo_relaxed);
-  while (!tasks->head($).compare_exchange_weak(head, node, rl::mo_release,
-                                               rl::mo_relaxed));
+  } while (!tasks->head($).compare_exchange_weak(head, node, rl::mo_release,
+                                                 rl::mo_relaxed));
   ghost_pushed(node);
-  if (head == NULL)
+  if (head == NULL) {
+    /* The wake-up touches the wheel (its async handle): close must not
+     * be done, nor free the wheel before it (a data race on wheel_mem). */
+    RL_ASSERT(!tasks->close_done);
+    model_inside(tasks);
     model_uv_async_send(tasks);
+  }
+  if (entered)
+    ghost->seen |= SEEN_PUSH_CALL;
+  return entered;
 }
 
 
@@ -605,11 +631,10 @@ static uvtw__task_t* reuse_claim(uvtw__tasks_t* tasks) {
 }
 
 
-/* The claimed node's next use: generation gen, PENDING, in the queue;
- * pushed again if the loop took it in (and left it) meanwhile. */
-static void reuse_publish(uvtw__tasks_t* tasks,
-                          uvtw__task_t* node,
-                          uint64_t gen) {
+/* The claimed node's next use: generation gen, PENDING, in the queue.
+ * 1 if it must be pushed again: the loop took it in (and left it)
+ * meanwhile. */
+static int reuse_publish(uvtw__task_t* node, uint64_t gen) {
   uint64_t w;
 
   w = node->state($).load(rl::mo_relaxed);
@@ -623,11 +648,11 @@ static void reuse_publish(uvtw__tasks_t* tasks,
   ghost->claimed[node->index] = 0;
   if (!(w & UVTW__W_INQ)) {
     ghost->seen |= SEEN_TAKEOVER_PUSHED;
-    queue_push(tasks, node);
-  } else {
-    /* Not lost: the loop takes the entry in yet. */
-    RL_ASSERT(ghost->in_queue[node->index] || ghost->in_inbox[node->index]);
+    return 1;
   }
+  /* Not lost: the loop takes the entry in yet. */
+  RL_ASSERT(ghost->in_queue[node->index] || ghost->in_inbox[node->index]);
+  return 0;
 }
 
 
@@ -638,10 +663,14 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
                        int arg,
                        uvtw_id_t* id) {
   uvtw__task_t* node;
-  uint64_t deadline, g, w, gen;
-  int reused;
+  uint64_t deadline, g, w, gen, add;
+  int reused, push, called;
 
   deadline = delay_ms;
+  /* A call too if the push may wake the loop (rule 1). */
+  add = UVTW__G_LIVE;
+  if (tasks->head($).load(rl::mo_relaxed) == NULL)
+    add += UVTW__G_CALL;
   if (tasks->max_tasks != 0) {
     g = tasks->gate($).load(rl::mo_relaxed);
     do {
@@ -649,17 +678,20 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
         return UV_ECANCELED;
       if (UVTW__G_LIVES(g) >= tasks->max_tasks)
         return UV_ENOSPC;
-    } while (!tasks->gate($).compare_exchange_weak(
-        g, g + UVTW__G_CALL + UVTW__G_LIVE, rl::mo_acquire, rl::mo_relaxed));
-  } else if (gate_enter(tasks, UVTW__G_CALL + UVTW__G_LIVE) & UVTW__G_CLOSING) {
-    gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+    } while (!tasks->gate($).compare_exchange_weak(g, g + add, rl::mo_acquire,
+                                                   rl::mo_relaxed));
+  } else if (gate_enter(tasks, add) & UVTW__G_CLOSING) {
+    gate_leave(tasks, add);
     return UV_ECANCELED;
   }
   reused = (node = reuse_claim(tasks)) != NULL;
   if (!reused && (node = free_pop(tasks)) == NULL) {
-    gate_leave(tasks, UVTW__G_CALL + UVTW__G_LIVE);
+    gate_leave(tasks, add);
     return UV_ENOMEM;
   }
+  /* The task's live count holds the wheel open until the loop can take
+   * the task in. */
+  model_inside(tasks);
   node->cb($) = 1;
   node->arg($) = arg;
   node->repeat_ms($) = repeat_ms;
@@ -668,17 +700,25 @@ static int uvtw_submit(uvtw__tasks_t* tasks,
   w = node->state($).load(rl::mo_relaxed);
   gen = UVTW__GEN(w) + reused;
   *id = tasks->serial | (uint64_t) node->index << UVTW__GEN_BITS | gen;
+  ghost->accepted[arg] = 1;
+  ghost->ids[arg] = *id;
+  called = (add & UVTW__G_CALL) != 0;
   if (reused) {
-    reuse_publish(tasks, node, gen);
+    push = reuse_publish(node, gen);
   } else {
     node->state($).store(UVTW__WITH_STATE(w, UVTW__T_PENDING) | UVTW__W_INQ,
                          TWIN_WEAKENS(rl::mo_release));
-    queue_push(tasks, node);
+    push = 1;
   }
-  ghost->accepted[arg] = 1;
-  ghost->ids[arg] = *id;
-  model_inside(tasks);
-  gate_leave(tasks, UVTW__G_CALL);
+  if (push)
+    called |= queue_push(tasks, node, called);
+  /* The task may have ended: from here only a call touches the wheel. */
+  if (called) {
+    model_inside(tasks);
+    gate_leave(tasks, UVTW__G_CALL);
+  } else {
+    ghost->seen |= SEEN_SUBMIT_NO_CALL;
+  }
   return 0;
 }
 
@@ -724,7 +764,7 @@ static int uvtw_cancel(uvtw__tasks_t* tasks, uvtw_id_t id) {
   if (!(w & UVTW__W_TAKEN))
     ghost->seen |= SEEN_BEFORE_TAKE_IN;
   if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
-    queue_push(tasks, node);
+    queue_push(tasks, node, 1); /* pinned: the task counts live */
   model_inside(tasks);
   live_end(tasks);
   return 0;
@@ -766,7 +806,7 @@ static int uvtw_reset(uvtw__tasks_t* tasks, uvtw_id_t id, uint64_t delay_ms) {
       n |= UVTW__W_INQ;
   } while (!task_cas(node, &w, n));
   if ((n & UVTW__W_INQ) && !(w & UVTW__W_INQ))
-    queue_push(tasks, node);
+    queue_push(tasks, node, 1); /* pinned: a call */
 out:
   if (!closed)
     model_inside(tasks);
@@ -1552,7 +1592,7 @@ int main(int argc, char** argv) {
         SEEN_CANCEL_0 | SEEN_CANCEL_ENOENT | SEEN_RESET_0 | SEEN_RESET_ENOENT |
             SEEN_NODE_REUSED | SEEN_RUN | SEEN_FINAL_CALL |
             SEEN_BEFORE_TAKE_IN | SEEN_MOVED | SEEN_TAKEOVER |
-            SEEN_TAKEOVER_PUSHED);
+            SEEN_TAKEOVER_PUSHED | SEEN_SUBMIT_NO_CALL | SEEN_PUSH_CALL);
   if (strcmp(s, "close-races") == 0)
     return run<protocol<CLOSE_RACES, 3> >(
         s, rl::sched_random, n,
@@ -1572,7 +1612,8 @@ int main(int argc, char** argv) {
     return run<protocol<TAKEOVER, 3> >(
         s, rl::sched_random, n,
         SEEN_CANCEL_0 | SEEN_BEFORE_TAKE_IN | SEEN_RUN | SEEN_TAKEOVER |
-            SEEN_TAKEOVER_PUSHED | SEEN_TAKEN_OVER_TWICE);
+            SEEN_TAKEOVER_PUSHED | SEEN_TAKEN_OVER_TWICE | SEEN_SUBMIT_NO_CALL |
+            SEEN_PUSH_CALL);
   fprintf(stderr, "no scenario %s\n", s);
   return 2;
 }

@@ -20,6 +20,15 @@
  * it takes in by generation (take_use: node->seen_gen), each generation
  * it never saw as accepted and cancelled.
  *
+ * A submit enters the gate with its task's live count, and as a call too
+ * in the same step if its peek at the queue's head (a relaxed load, so
+ * either value here) saw the queue empty.  The live count holds the wheel
+ * open until the task's push (or publish); after it the task may end at
+ * once, so the submit touches the wheel only inside a call: a push that
+ * finds the stack empty (so wakes the loop) is preceded by an entry as a
+ * call unless the submit has one (queue_push), and the submit leaves it
+ * after the wake-up.
+ *
  * Three configurations (spin -D), each checked exhaustively by the suite:
  *   (default)  producer1 submits task A, may cancel it, then submits task
  *           B (on a wheel with max_tasks 0, or 1 and then the loop
@@ -42,13 +51,17 @@
  *           resets A once more, racing producer2's resets; no task B or C
  *           (so no takeover: this one checks resets and the counts).
  * The loop pushes each freed node at once (the code chains them and
- * pushes the chain after the batch: the same CAS, later).  Wake-ups
- * (uv_async_send) and the loop's references are not modelled: they are
- * rule 4's argument and test-task-liveness's.  Nor is the retirement of
+ * pushes the chain after the batch: the same CAS, later).  A wake-up
+ * (uv_async_send) is a step of its own after a push that found the stack
+ * empty, an access to the wheel (its async handle); that it wakes the
+ * loop in time is rule 4's argument and test-task-liveness's, and the
+ * loop's references are not modelled.  Nor is the retirement of
  * a node at the last generation (generations stay small here), nor the
  * memory orders (test/task-protocol-relacy.cpp): every load sees the
  * latest store (the head a submit loads may be stale only by the steps
- * of others between its load and its claim).
+ * of others between its load and its claim), but for the hints: a
+ * submit's peek at the head and queue_push's first load of it may see
+ * the queue empty or not, whatever it holds (a stale relaxed load).
  *
  * Properties (assertions):
  *   - every accepted task ends exactly once: a run of a one-shot, a cancel
@@ -69,8 +82,11 @@
  *     the claim alone (one writer, CANCELLED, the previous generation),
  *     and, with W_INQ still set, the entry still queued;
  *   - close does not finish while a call is inside or a task is live, no
- *     call writes the wheel's shared state after it, and a submit racing
- *     close returns UV_ECANCELED or its task gets its final call;
+ *     call writes the wheel's shared state after it, nor touches the
+ *     wheel: every push, wake-up and leave of a call comes before close
+ *     finishes, so a submit touches nothing after its push but inside a
+ *     call; and a submit racing close returns UV_ECANCELED or its task
+ *     gets its final call;
  *   - the stats count every cancel that returned 0 or UV_EBUSY once, and
  *     every accepted task once (taken over or not);
  *   - after a cancel returned 0, the same thread's submit is not refused
@@ -84,7 +100,12 @@
  * another task.  -DBROKEN_PUBLISH (spin-task-protocol-broken-publish)
  * leaves out reuse_publish's push again: when the loop took the claimed
  * node in between claim and publish, the new task is in no queue, and the
- * "no task is lost" assertion fails. */
+ * "no task is lost" assertion fails.  -DBROKEN_WAKE
+ * (spin-task-protocol-broken-wake) lets a submit push without ever
+ * entering as a call (no +G_CALL at its entry, none by its push): after
+ * a push that found the stack empty, the loop may take the task in, end
+ * it and finish close before the submit's wake-up, whose !close_done
+ * assertion fails. */
 
 #define FREE 0
 #define PENDING 1
@@ -176,13 +197,51 @@ bool capped; /* task B's submit on a wheel with max_tasks 1: no task C */
 #define PRODUCERS 2
 #endif
 
+/* The push's successful CAS; woke: it found the stack empty, so the
+ * pusher wakes the loop next (wake). */
 inline push(n) {
   atomic {
     assert(!close_done);
     assert(!instack[n] && !inbox[n]); /* at most once in the queue */
+    woke = (qhead == 0);
     instack[n] = 1;
     qhead = n + 1
   }
+}
+
+/* uv_async_send after a push that found the stack empty: a step of its
+ * own, an access to the wheel (its async handle). */
+inline wake() {
+  if
+  :: woke -> atomic { assert(!close_done); woke = 0 }
+  :: else
+  fi
+}
+
+/* queue_push(tasks, node, pinned): pinned, the caller holds the wheel
+ * open past the push (a call, or a task's live count it ends last): the
+ * push (the retry loop at its successful CAS), then the wake-up.  Not
+ * pinned (a submit without a call): either a CAS that finds the stack
+ * busy (no wake-up; nothing after it touches the wheel), or first an
+ * entry as a call (gate_enter +G_CALL, acquire, while the task's live
+ * count still holds the wheel open) after a load of the head that saw it
+ * empty (or stale: the load is relaxed), then the push as pinned; the
+ * caller leaves the call.  -DBROKEN_WAKE: no entry. */
+inline queue_push(n, pinned) {
+  if
+  :: pinned -> push(n)
+  :: !pinned ->
+    if
+    :: atomic { qhead != 0 -> push(n) }
+#ifdef BROKEN_WAKE
+    :: atomic { qhead == 0 -> push(n) }
+#else
+    :: atomic { assert(!close_done); g_calls++; pinned = 1 };
+      push(n)
+#endif
+    fi
+  fi;
+  wake()
 }
 
 inline end_task(t) {
@@ -206,14 +265,24 @@ inline gate_enter_reset(res) {
   }
 }
 
-inline gate_leave(sub_live) {
+/* An entry undone (fetch_sub, release): sub_call calls (0 or 1) and one
+ * live task.  (A submit refused as close began may come after close
+ * finished: the model keeps the gate readable, as the shutdown rule
+ * makes the caller's concern.) */
+inline gate_undo(sub_call) {
   atomic {
+    assert(g_calls >= sub_call && g_live > 0);
+    g_calls = g_calls - sub_call;
+    g_live--
+  }
+}
+
+/* The leave of a call (fetch_sub G_CALL, release): close waits for it. */
+inline gate_leave() {
+  atomic {
+    assert(!close_done);
     assert(g_calls > 0);
-    g_calls--;
-    if
-    :: sub_live -> g_live--
-    :: else
-    fi
+    g_calls--
   }
 }
 
@@ -308,8 +377,9 @@ inline reuse_claim(n, reused) {
 
 /* reuse_publish: one CAS (the retry loop at its successful CAS) from the
  * word now (the claim, or the loop's take of it: W_INQ clear, W_TAKEN) to
- * the next generation's PENDING | W_INQ, writers 0; pushed again if the
- * loop took the node in meanwhile. */
+ * the next generation's PENDING | W_INQ, writers 0; mypush: it must be
+ * pushed again, the loop took the node in meanwhile (-DBROKEN_PUBLISH:
+ * never). */
 inline reuse_publish(n, mygen) {
   atomic {
     assert(!close_done);
@@ -317,7 +387,11 @@ inline reuse_publish(n, mygen) {
            gen[n] + 1 == mygen);
     /* W_INQ: the node is still in the stack or the loop's inbox. */
     assert(!inq[n] || instack[n] || inbox[n]);
+#ifdef BROKEN_PUBLISH
+    mypush = 0;
+#else
     mypush = !inq[n];
+#endif
     gen[n] = mygen;
     st[n] = PENDING;
     inq[n] = 1;
@@ -327,35 +401,46 @@ inline reuse_publish(n, mygen) {
     claimed[n] = 0;
     accepted[TK(n, mygen)] = 1
   }
-  if
-#ifndef BROKEN_PUBLISH
-  :: mypush -> push(n)
-#endif
-  :: else
-  fi;
-  mypush = 0
 }
 
-/* capped: on a wheel with max_tasks 1, gate_enter_bounded's CAS; else
- * (max_tasks 0) a fetch_add, undone if close has begun. */
+/* The peek (a relaxed load of the head, so either value: a stale one
+ * too) decides called: the entry takes a call too, in the same
+ * read-modify-write, if the queue looked empty (-DBROKEN_WAKE: never).
+ * capped: on a wheel with max_tasks 1, gate_enter_bounded's CAS; else
+ * (max_tasks 0) a fetch_add, undone if close has begun.  The task's live
+ * count holds the wheel open until its push (or publish): after it, the
+ * submit touches the wheel only inside a call (queue_push enters one if
+ * it will wake the loop). */
 inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
   if
   :: capped ->
     atomic {
+#ifndef BROKEN_WAKE
       if
-      :: g_closing -> res = ECANCELED
-      :: !g_closing && g_live >= 1 -> res = ENOSPC /* max_tasks 1 */
-      :: else -> g_calls++; g_live++; res = OK
+      :: called = 1
+      :: called = 0
+      fi;
+#endif
+      if
+      :: g_closing -> res = ECANCELED; called = 0
+      :: !g_closing && g_live >= 1 -> res = ENOSPC; called = 0 /* max 1 */
+      :: else -> g_calls = g_calls + called; g_live++; res = OK
       fi
     }
   :: else ->
     atomic {
-      g_calls++;
+#ifndef BROKEN_WAKE
+      if
+      :: called = 1
+      :: called = 0
+      fi;
+#endif
+      g_calls = g_calls + called;
       g_live++;
       res = (g_closing -> ECANCELED : OK)
     };
     if
-    :: res == ECANCELED -> gate_leave(1) /* undone */
+    :: res == ECANCELED -> gate_undo(called); called = 0 /* undone */
     :: else
     fi
   fi;
@@ -367,7 +452,7 @@ inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
     :: else
     fi;
     if
-    :: res == ENOMEM -> gate_leave(1)
+    :: res == ENOMEM -> gate_undo(called); called = 0
     :: else ->
       d_step { /* the owner's stores (in a claimed node: its claim holds) */
         assert(!close_done);
@@ -390,16 +475,25 @@ inline uvtw_submit(res, n, mygen, is_pool, is_rep, capped) {
           inq[n] = 1;
           taken[n] = 0;
           moved[n] = 0;
-          accepted[TK(n, mygen)] = 1
+          accepted[TK(n, mygen)] = 1;
+          mypush = 1
         :: else
         fi
       }
       if
       :: reused -> reuse_publish(n, mygen)
-      :: else -> push(n)
+      :: else
       fi;
       reused = 0;
-      gate_leave(0)
+      /* From here the task may end at any moment. */
+      if
+      :: mypush -> mypush = 0; queue_push(n, called)
+      :: else
+      fi;
+      if
+      :: called -> gate_leave(); called = 0
+      :: else
+      fi
     fi
   :: else
   fi
@@ -433,7 +527,7 @@ inline uvtw_cancel(n, idgen, res, cur) {
     fi
   }
   if
-  :: mypush -> push(n)
+  :: mypush -> push(n); wake() /* pinned: the task counts live */
   :: else
   fi;
   if
@@ -494,12 +588,12 @@ inline uvtw_reset(n, idgen, res) {
         fi
       }
       if
-      :: mypush -> push(n)
+      :: mypush -> push(n); wake() /* pinned: a call */
       :: else
       fi
     :: else
     fi;
-    gate_leave(0)
+    gate_leave()
   :: else
   fi
 }
@@ -511,6 +605,7 @@ proctype producer1() {
   byte n2;
   byte g2;
   bool mypush;
+  bool woke;
   bool ok;
   byte t_link;
   byte t_tag;
@@ -520,6 +615,7 @@ proctype producer1() {
   bool c_ok;
   byte hn;
   bool reused;
+  bool called;
 
   if
   :: is_pool = 0
@@ -565,6 +661,7 @@ proctype resetter(bool one) {
   byte res;
   byte d;
   bool mypush;
+  bool woke;
 
   a_known;
   if
@@ -851,6 +948,7 @@ proctype pool_thread() {
   bool go;
   byte cres;
   bool mypush;
+  bool woke;
 
   do
   :: atomic { wq[0] == W_QUEUED -> wq[0] = W_STARTED }; pool_run(0)
@@ -868,6 +966,7 @@ proctype loop() {
   bool ok;
   byte cres;
   bool mypush;
+  bool woke;
   byte t_link;
   byte t_tag;
   byte t_next;
@@ -877,6 +976,7 @@ proctype loop() {
   bool c_tried;
   byte hn;
   bool reused;
+  bool called;
 
   do
   :: atomic {

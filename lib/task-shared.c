@@ -687,9 +687,10 @@ int uvtw_cancel(uvtw_wheel_t* wheel, uvtw_id_t id) {
     if (task_cas(node, &w, n))
       break;
   }
+  /* Pinned: the task counts live until live_end. */
   if ((w & (UVTW__W_TAKEN | UVTW__W_INQ)) == UVTW__W_TAKEN)
-    queue_push(tasks, node, 1); /* pinned: the task counts live */
-  live_end(tasks);              /* release: all of the above happens before */
+    queue_push(tasks, node, 1);
+  live_end(tasks); /* release: all of the above happens before */
   return 0;
 }
 
